@@ -1,0 +1,136 @@
+"""Command line: parse flags, check them, run the engine, print, store, set the exit code.
+
+Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from harness.device import DeviceError, detect, versions
+from harness.engine import MODES, SubmissionResult, evaluate
+from harness.spec import SpecError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="eval.py", description="Evaluate MLA decode kernels: correctness, timing, a local leaderboard.")
+    p.add_argument("--mode", default="leaderboard",
+                   help="test | benchmark | leaderboard | profile (default: leaderboard)")
+    p.add_argument("--submission", action="append", default=[], metavar="PATH",
+                   help="a submission file (repeatable); default: every submissions/*.py")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="override device detection")
+    p.add_argument("--small", action="store_true", help="use the task's small (CPU) shapes even on a GPU")
+    p.add_argument("--task", default=str(REPO_ROOT / "task.yml"), help="task file (reference.py beside it)")
+    p.add_argument("--db", default="results/mla-eval.db", help="SQLite results database (default: %(default)s)")
+    p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
+    p.add_argument("--history", action="store_true",
+                   help="with --mode leaderboard: show the best stored result per submission, run nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from harness import report
+
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (UsageError, SpecError, DeviceError) as exc:
+        report.error(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        report.error("interrupted")
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness import report
+    from harness.problem import load_problem
+    from harness.store import Store, StoreError
+
+    if args.mode not in MODES:
+        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(MODES)}")
+    try:
+        store = Store(args.db)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if args.history:
+        if args.mode != "leaderboard":
+            raise UsageError("--history goes with --mode leaderboard")
+        report.console.print(report.history_table(store.best_per_submission()))
+        return 0
+
+    submissions = resolve_submissions(args.submission)
+    problem = load_problem(args.task)
+    device = detect(args.device)
+    small = args.small or not device.is_gpu
+    if not device.is_gpu:
+        report.err_console.print("No GPU in use: running on the CPU with the task's small shapes.")
+    report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
+                             f"{len(submissions)} submission(s)  ·  mode: {args.mode}")
+
+    run_id = store.start_run(args.mode, problem.spec.name, device, versions())
+    results: list[SubmissionResult] = []
+    n_cases = _case_count(problem, args.mode, small)
+    for path in submissions:
+        with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
+            result = evaluate(path, problem, args.mode, device, small, Path(args.logs), progress)
+        results.append(result)
+        store.add_submission(run_id, result)
+        if args.mode == "profile":
+            for c in result.cases:
+                report.console.rule(f"{result.name} · {problem.label(c.args)}")
+                report.console.print(c.profile or f"[red]{c.reason}[/]", markup=not c.profile)
+        if args.mode in ("test", "benchmark", "profile") or len(submissions) == 1:
+            if result.error:
+                report.console.print(f"[red]FAIL[/] {result.name}: {result.error}")
+            else:
+                report.console.print(report.submission_table(result, problem.label))
+        if not result.ok:
+            report.err_console.print(f"  worker log: {result.log}")
+    store.finish_run(run_id)
+    if args.mode == "leaderboard":
+        report.console.print(report.leaderboard_table(results, problem.label, device.describe()))
+    report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def resolve_submissions(paths: Sequence[str]) -> list[Path]:
+    """The files to evaluate, checked: each exists and is a .py file; default submissions/*.py."""
+    if not paths:
+        folder = Path("submissions") if Path("submissions").is_dir() else REPO_ROOT / "submissions"
+        found = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+        if not found:
+            raise UsageError(f"{folder}: no submissions (*.py) found; pass --submission PATH")
+        return found
+    out = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UsageError(f"{raw}: submission file not found")
+        if path.is_dir():
+            raise UsageError(f"{raw}: is a folder; pass a .py file")
+        if path.suffix != ".py":
+            raise UsageError(f"{raw}: not a Python file (expected a .py submission)")
+        out.append(path.resolve())
+    return out
+
+
+def _case_count(problem, mode: str, small: bool) -> int:
+    tests = len(problem.spec.cases("test", small))
+    benches = len(problem.spec.cases("benchmark", small))
+    return {"test": tests, "benchmark": benches, "leaderboard": tests + benches, "profile": benches}[mode]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Which device we run on, and the few vendor differences the harness cares about.
+
+`torch.cuda.*` is also PyTorch's ROCm API, so one code path serves NVIDIA and AMD; where they
+differ (fp8 flavour, arch names) the choice is made here from plain data, so it can be tested
+on a CPU by passing a made-up `DeviceInfo`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    type: str      # torch device type: "cuda" (NVIDIA or ROCm) or "cpu"
+    vendor: str    # "nvidia", "amd" or "cpu"
+    name: str      # e.g. "NVIDIA H200", "AMD Instinct MI355X"
+    arch: str      # e.g. "sm_90", "gfx950", "x86_64"
+    l2_bytes: int  # last-level cache to flush between timed calls (0 on CPU)
+    count: int = 1
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.type)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.type == "cuda"
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.vendor}, {self.arch})"
+
+
+class DeviceError(RuntimeError):
+    pass
+
+
+def detect(requested: str | None = None) -> DeviceInfo:
+    """The device to evaluate on: `requested` ("cpu" or "cuda") or the first GPU if there is one."""
+    if requested not in (None, "cpu", "cuda"):
+        raise DeviceError(f"--device must be cpu or cuda, got {requested!r}")
+    if requested == "cpu" or (requested is None and not torch.cuda.is_available()):
+        return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine() or "cpu",
+                          platform.machine() or "cpu", 0, 1)
+    if not torch.cuda.is_available():
+        raise DeviceError("--device cuda: no GPU is visible to PyTorch (torch.cuda.is_available() is False)")
+    props = torch.cuda.get_device_properties(0)
+    if torch.version.hip:
+        vendor = "amd"
+        arch = str(getattr(props, "gcnArchName", "gfx")).split(":")[0]
+    else:
+        vendor = "nvidia"
+        arch = f"sm_{props.major}{props.minor}"
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 256 * 2**20  # unknown: assume a large one
+    return DeviceInfo("cuda", vendor, props.name, arch, l2, torch.cuda.device_count())
+
+
+def fp8_dtype(info: DeviceInfo) -> torch.dtype:
+    """e4m3 as the hardware does it: MI300 (gfx942) uses the `fnuz` variant, NVIDIA, MI355X
+    (gfx950) and the CPU use OCP `e4m3fn`."""
+    if info.vendor == "amd" and info.arch.startswith("gfx94"):
+        return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+def versions() -> dict[str, str]:
+    """Software versions worth recording with every result."""
+    out = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except Exception:  # triton is optional on CPU
+        out["triton"] = "-"
+    out["gpu_runtime"] = (f"hip {torch.version.hip}" if torch.version.hip
+                          else f"cuda {torch.version.cuda}" if torch.version.cuda else "-")
+    return out
+
+
+def synchronize(info: DeviceInfo) -> None:
+    if info.is_gpu:
+        torch.cuda.synchronize()

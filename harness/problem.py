@@ -1,0 +1,69 @@
+"""A task = its spec (task.yml) + its code (reference.py next to it).
+
+The engine knows nothing about MLA; it talks to the task's reference module through this small
+interface:
+
+    generate_input(**case_args, device=...) -> data           # the tuple submissions receive
+    reference_outputs(data) -> expected                        # whatever check_output needs
+    check_output(output, expected, tolerance) -> (ok, message)
+    output_layout(data) -> (shape, dtype)                      # what a right answer looks like
+    case_label(args) -> str                                    # optional: a short column title
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from harness.spec import SpecError, TaskSpec, load_task
+
+REQUIRED = ("generate_input", "reference_outputs", "check_output", "output_layout")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    spec: TaskSpec
+    reference: ModuleType
+
+    def generate(self, args: dict[str, Any], seed: int, device: torch.device) -> Any:
+        return self.reference.generate_input(**{**args, "seed": seed}, device=str(device))
+
+    def expected(self, data: Any) -> Any:
+        return self.reference.reference_outputs(data)
+
+    def check(self, output: torch.Tensor, expected: Any) -> tuple[bool, str]:
+        return self.reference.check_output(output, expected, self.spec.check)
+
+    def label(self, args: dict[str, Any]) -> str:
+        """A short column title for a case (the task's `case_label` if it has one)."""
+        custom = getattr(self.reference, "case_label", None)
+        if callable(custom):
+            return custom(args)
+        return ",".join(str(v) for k, v in args.items() if k != "seed" and not isinstance(v, list))
+
+    def layout(self, data: Any) -> tuple[tuple[int, ...], torch.dtype]:
+        return self.reference.output_layout(data)
+
+
+def load_problem(task_path: str | Path) -> Problem:
+    """Load task.yml and the reference.py beside it (validating both)."""
+    task_path = Path(task_path).resolve()
+    ref_path = task_path.parent / "reference.py"
+    if not ref_path.exists():
+        raise SpecError(f"{ref_path}: the task's reference.py is missing")
+    reference = sys.modules.get("reference")
+    if reference is None or Path(getattr(reference, "__file__", "")).resolve() != ref_path:
+        spec = importlib.util.spec_from_file_location("reference", ref_path)
+        reference = importlib.util.module_from_spec(spec)
+        sys.modules["reference"] = reference
+        spec.loader.exec_module(reference)
+    missing = [name for name in REQUIRED if not callable(getattr(reference, name, None))]
+    if missing:
+        raise SpecError(f"{ref_path}: missing function(s) {', '.join(missing)}")
+    return Problem(load_task(task_path, reference.generate_input), reference)

@@ -1,0 +1,198 @@
+"""Load and validate task.yml into plain, frozen dataclasses.
+
+The schema *is* the dataclasses below: every field is a key, its annotation is the type, a field
+without a default is required. Any mismatch becomes one `SpecError` naming the key path
+(e.g. ``task.yml: tests[2].seed: expected int, got str``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import yaml
+
+
+class SpecError(ValueError):
+    """A problem in the task file; the message is one line naming the key."""
+
+
+Scalar = Union[int, float, str, bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One call signature: keyword arguments for the task's `generate_input`."""
+
+    args: dict[str, Any]
+    index: int
+    kind: str  # "test" or "benchmark"
+
+    @property
+    def name(self) -> str:
+        return "; ".join(f"{k}: {_short(v)}" for k, v in self.args.items())
+
+    @property
+    def seed(self) -> int:
+        return int(self.args.get("seed", 0))
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseSet:
+    tests: list[dict[str, Any]]
+    benchmarks: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeouts:
+    startup: float
+    test_case: float
+    benchmark_case: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    warmup_calls: int
+    min_runs: int
+    max_runs: int
+    max_seconds: float
+    target_rel_ci: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    description: str
+    dims: dict[str, float]
+    kv_formats: list[str]
+    tests: list[dict[str, Any]]
+    benchmarks: list[dict[str, Any]]
+    cpu: CaseSet
+    check: dict[str, float]
+    ranking: str
+    timeouts: Timeouts
+    timing: Timing
+    path: str = ""
+
+    def cases(self, kind: str, small: bool = False) -> list[Case]:
+        """The test or benchmark cases; `small` picks the CPU set."""
+        source = self.cpu if small else self
+        raw = source.tests if kind == "test" else source.benchmarks
+        return [Case(args=dict(args), index=i, kind=kind) for i, args in enumerate(raw)]
+
+
+RANKINGS = ("geom", "mean", "last")
+
+
+def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None) -> TaskSpec:
+    """Read and validate a task file. With `generate_input`, case keys are checked against its
+    signature too (unknown or missing arguments are errors)."""
+    path = Path(path)
+    label = path.name
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: task file not found") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{label}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    try:
+        spec = _build(TaskSpec, raw, "", skip={"path"})
+    except SpecError as exc:
+        raise SpecError(f"{label}: {exc}") from None
+    spec = dataclasses.replace(spec, path=str(path))
+    if spec.ranking not in RANKINGS:
+        raise SpecError(f"{label}: ranking: must be one of {', '.join(RANKINGS)}, got {spec.ranking!r}")
+    if spec.timing.min_runs < 1 or spec.timing.max_runs < spec.timing.min_runs:
+        raise SpecError(f"{label}: timing: need 1 <= min_runs <= max_runs")
+    for where, cases in (("tests", spec.tests), ("benchmarks", spec.benchmarks),
+                         ("cpu.tests", spec.cpu.tests), ("cpu.benchmarks", spec.cpu.benchmarks)):
+        if not cases:
+            raise SpecError(f"{label}: {where}: must list at least one case")
+        for i, case in enumerate(cases):
+            _check_case(case, f"{label}: {where}[{i}]", generate_input)
+    return spec
+
+
+def _check_case(case: dict[str, Any], where: str, generate_input: Callable[..., Any] | None) -> None:
+    for key, value in case.items():
+        ok = isinstance(value, (int, float, str, bool)) or (
+            isinstance(value, list) and all(isinstance(v, (int, float)) for v in value))
+        if not ok:
+            raise SpecError(f"{where}.{key}: expected a number, string or list of numbers, got {type(value).__name__}")
+    if "seed" not in case or type(case["seed"]) is not int:
+        raise SpecError(f"{where}.seed: every case needs an integer seed")
+    if generate_input is None:
+        return
+    params = inspect.signature(generate_input).parameters
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for key in case:
+        if key not in params and not accepts_any:
+            raise SpecError(f"{where}.{key}: unknown key (generate_input takes {', '.join(params)})")
+    for name, p in params.items():
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in case:
+            raise SpecError(f"{where}.{name}: missing (generate_input requires it)")
+
+
+def _build(cls: type, raw: Any, where: str, skip: frozenset[str] | set[str] = frozenset()) -> Any:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where or 'top level'}: expected a mapping, got {_type_name(raw)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
+    for key in raw:
+        if key not in fields:
+            raise SpecError(f"{_join(where, key)}: unknown key (expected one of {', '.join(fields)})")
+    values = {}
+    for name, field in fields.items():
+        key_path = _join(where, name)
+        if name not in raw:
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                raise SpecError(f"{key_path}: missing")
+            continue
+        values[name] = _convert(hints[name], raw[name], key_path)
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise SpecError(f"{where}: expected a list, got {_type_name(value)}")
+        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        key_type, item = typing.get_args(hint)
+        if not isinstance(value, dict):
+            raise SpecError(f"{where}: expected a mapping, got {_type_name(value)}")
+        return {k: _convert(item, v, _join(where, k)) for k, v in value.items()}
+    if hint is Any:
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{where}: expected a number, got {_type_name(value)}")
+        return value  # a number; ints stay ints (num_heads: 16, not 16.0)
+    if hint in (int, str, bool):
+        if type(value) is not hint:
+            raise SpecError(f"{where}: expected {hint.__name__}, got {_type_name(value)}")
+        return value
+    raise TypeError(f"spec schema uses an unsupported type {hint!r} at {where}")
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _type_name(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

@@ -1,0 +1,125 @@
+"""Every run, in an embedded SQLite database (only the trusted parent writes it).
+
+A run row is written first with status 'running'; each submission's results go in one
+transaction; the run is marked 'complete' at the end. A crash leaves a run marked 'running' with
+only whole submissions in it, never a half-written one, and history shows complete runs only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.engine import SubmissionResult
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started TEXT NOT NULL,
+    finished TEXT,
+    status TEXT NOT NULL,            -- running | complete
+    mode TEXT NOT NULL,
+    task TEXT NOT NULL,
+    git_commit TEXT,
+    device TEXT NOT NULL,
+    vendor TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    versions TEXT NOT NULL           -- JSON: torch, triton, python, gpu runtime
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    path TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    error TEXT NOT NULL,
+    geomean_us REAL
+);
+CREATE TABLE IF NOT EXISTS cases (
+    submission_id INTEGER NOT NULL REFERENCES submissions(id),
+    kind TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    runs INTEGER, median_us REAL, mean_us REAL, std_us REAL, min_us REAL, max_us REAL,
+    host_median_us REAL
+);
+"""
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path)
+            self.db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{self.path}: cannot open the results database ({exc})") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str]) -> int:
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO runs (started, status, mode, task, git_commit, device, vendor, arch, versions)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                (_now(), mode, task, git_commit(), device.name, device.vendor, device.arch, json.dumps(versions)))
+        return int(cur.lastrowid)
+
+    def add_submission(self, run_id: int, result: SubmissionResult) -> None:
+        with self.db:  # one transaction: the submission and all its cases, or nothing
+            cur = self.db.execute(
+                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, result.name, result.path, result.sha256, int(result.ok), result.error, result.geomean_us()))
+            sid = cur.lastrowid
+            for c in result.cases:
+                d, h = c.device, c.host
+                self.db.execute(
+                    "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
+                     d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
+                     h.median * 1e6 if h else None))
+
+    def finish_run(self, run_id: int) -> None:
+        with self.db:
+            self.db.execute("UPDATE runs SET status = 'complete', finished = ? WHERE id = ?", (_now(), run_id))
+
+    def best_per_submission(self, device: Optional[str] = None) -> list[sqlite3.Row]:
+        """Best (lowest) passing geomean per submission name over complete runs, newest first on ties."""
+        self.db.row_factory = sqlite3.Row
+        where = "AND r.device = ?" if device else ""
+        rows = self.db.execute(
+            f"""SELECT s.name, MIN(s.geomean_us) AS best_us, COUNT(*) AS runs, MAX(r.started) AS last_run,
+                       r.device AS device
+                FROM submissions s JOIN runs r ON r.id = s.run_id
+                WHERE r.status = 'complete' AND s.ok = 1 AND s.geomean_us IS NOT NULL {where}
+                GROUP BY s.name, r.device ORDER BY best_us""", (device,) if device else ()).fetchall()
+        self.db.row_factory = None
+        return rows
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).parent)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=5, cwd=Path(__file__).parent)
+        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
