@@ -70,7 +70,8 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
                 conn.send(("profile", _profile(kernel, data, msg[1])))
         except Exception as exc:  # the submission's fault: report it, keep serving
             traceback.print_exc()
-            kind = "out of memory" if isinstance(exc, torch.OutOfMemoryError) else "exception"
+            oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
+            kind = "out of memory" if oom else "exception"
             conn.send(("error", kind, _one_line(exc)))
 
 

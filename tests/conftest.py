@@ -1,0 +1,30 @@
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = Path(__file__).resolve().parent / "zoo"
+sys.path.insert(0, str(ROOT))
+
+from harness.device import detect  # noqa: E402
+from harness.problem import load_problem  # noqa: E402
+from harness.spec import Timeouts, Timing  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def problem():
+    """The real task, with budgets cut so the CPU tests stay fast."""
+    base = load_problem(ROOT / "task.yml")
+    spec = dataclasses.replace(
+        base.spec,
+        timeouts=Timeouts(startup=120, test_case=20, benchmark_case=60),
+        timing=Timing(warmup_calls=1, min_runs=3, max_runs=5, max_seconds=2.0, target_rel_ci=0.5),
+    )
+    return dataclasses.replace(base, spec=spec)
+
+
+@pytest.fixture(scope="session")
+def cpu():
+    return detect("cpu")

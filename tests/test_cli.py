@@ -1,0 +1,68 @@
+"""The command line: modes, exit codes, errors a person can act on, the results database."""
+
+import sqlite3
+
+import pytest
+from conftest import ROOT, ZOO
+
+from harness.cli import main
+
+
+def cli(tmp_path, *args):
+    return main(["--no-progress", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"), *args])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--mode", "tset"], "unknown mode 'tset'"),
+    (["--submission", "nope.py"], "nope.py: submission file not found"),
+    (["--submission", str(ROOT / "task.yml")], "not a Python file"),
+    (["--submission", str(ROOT / "submissions")], "is a folder"),
+    (["--history", "--mode", "test"], "--history goes with --mode leaderboard"),
+    (["--task", "missing.yml"], "missing.yml"),
+])
+def test_bad_usage_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    assert cli(tmp_path, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_empty_submissions_folder(tmp_path, capsys, monkeypatch):
+    (tmp_path / "submissions").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert cli(tmp_path, "--mode", "test") == 2
+    assert "no submissions (*.py) found" in capsys.readouterr().err
+
+
+def test_unwritable_db(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["--db", str(blocker / "sub" / "r.db"), "--mode", "test"]) == 2
+    assert "cannot open the results database" in capsys.readouterr().err
+
+
+def test_leaderboard_goes_on_after_a_crash_and_ranks(tmp_path, capsys):
+    code = cli(tmp_path, "--mode", "leaderboard", "--submission", str(ZOO / "segfault.py"),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    assert code == 1  # one requested submission failed
+    out = capsys.readouterr().out
+    assert "torch_batched.py" in out and "pass" in out
+    assert "segfault.py" in out and "SIGSEGV" in out
+    db = sqlite3.connect(tmp_path / "r.db")
+    rows = dict(db.execute("SELECT name, ok FROM submissions").fetchall())
+    assert rows == {"segfault.py": 0, "torch_batched.py": 1}
+    assert db.execute("SELECT status FROM runs").fetchall() == [("complete",)]
+    # and the best-of-history view finds the passing one
+    assert cli(tmp_path, "--mode", "leaderboard", "--history") == 0
+    assert "torch_batched.py" in capsys.readouterr().out
+
+
+def test_test_mode_exit_0_when_all_pass(tmp_path, capsys):
+    assert cli(tmp_path, "--mode", "test", "--submission", str(ROOT / "submissions" / "torch_loop.py")) == 0
+    assert "No GPU in use" in capsys.readouterr().err
+
+
+def test_profile_mode_prints_kernel_table(tmp_path, capsys):
+    assert cli(tmp_path, "--mode", "profile", "--submission", str(ROOT / "submissions" / "torch_batched.py")) == 0
+    out = capsys.readouterr().out
+    assert "aten::bmm" in out and "Self CPU" in out

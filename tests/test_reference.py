@@ -1,0 +1,96 @@
+"""The inputs and the reference: competition-compatible structure, determinism, correct math,
+and a check that accepts right answers and rejects wrong ones."""
+
+import math
+
+import pytest
+import torch
+from conftest import ROOT
+
+import reference as R
+from harness.spec import load_task
+
+TOL = load_task(ROOT / "task.yml").check
+
+
+def test_generate_input_is_the_competition_tuple():
+    q, kv_data, qo_indptr, kv_indptr, config = R.generate_input(3, 2, 100, seed=5, device="cpu")
+    assert q.shape == (6, 16, 576) and q.dtype == torch.bfloat16
+    assert set(kv_data) == {"bf16", "fp8", "mxfp4"}
+    assert kv_data["bf16"].shape == (300, 1, 576) and kv_data["bf16"].dtype == torch.bfloat16
+    fp8, scale = kv_data["fp8"]
+    assert fp8.shape == (300, 1, 576) and fp8.dtype == torch.float8_e4m3fn and scale.shape == (1,)
+    packed, scales = kv_data["mxfp4"]
+    assert packed.shape == (300, 1, 288) and packed.dtype == torch.uint8 and scales.shape == (300, 24)
+    assert qo_indptr.dtype == kv_indptr.dtype == torch.int32
+    assert qo_indptr.tolist() == [0, 2, 4, 6] and kv_indptr.tolist() == [0, 100, 200, 300]
+    assert config["num_heads"] == 16 and config["kv_lora_rank"] == 512 and config["qk_rope_head_dim"] == 64
+    assert config["sm_scale"] == pytest.approx(1 / math.sqrt(576)) and config["q_seq_len"] == 2
+
+
+def test_positional_call_like_competition_code():
+    data = R.generate_input(2, 1, 64, 7)
+    assert data[0].shape == (2, 16, 576)
+
+
+def test_ragged_lengths():
+    _, kv_data, _, kv_indptr, config = R.generate_input(4, 1, 50, 1, kvseqlens=[1, 50, 0, 33], device="cpu")
+    assert kv_indptr.tolist() == [0, 1, 51, 51, 84] and kv_data["bf16"].shape[0] == 84
+    with pytest.raises(ValueError, match="kvseqlens must list 4"):
+        R.generate_input(4, 1, 50, 1, kvseqlens=[1, 2], device="cpu")
+
+
+def test_deterministic_per_seed():
+    a = R.generate_input(2, 1, 64, 11, device="cpu")
+    b = R.generate_input(2, 1, 64, 11, device="cpu")
+    c = R.generate_input(2, 1, 64, 12, device="cpu")
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1]["bf16"], b[1]["bf16"])
+    assert not torch.equal(a[0], c[0])
+
+
+def naive_float64(q, kv, qo_indptr, kv_indptr, sm_scale):
+    """Row by row, in float64: the definition, written the slowest way."""
+    out = torch.zeros(q.shape[0], q.shape[1], 512, dtype=torch.float64)
+    qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
+    for b in range(len(qo) - 1):
+        keys = kv[kvp[b]:kvp[b + 1], 0].double()
+        for row in range(qo[b], qo[b + 1]):
+            for h in range(q.shape[1]):
+                if keys.shape[0] == 0:
+                    continue
+                w = torch.softmax(keys @ q[row, h].double() * sm_scale, dim=0)
+                out[row, h] = w @ keys[:, :512]
+    return out
+
+
+@pytest.mark.parametrize("lengths", [None, [1, 37, 130, 0, 7]])
+def test_reference_matches_the_definition(lengths):
+    batch = 5
+    data = R.generate_input(batch, 2, 130, 3, kvseqlens=lengths, device="cpu")
+    q, kv_data, qo, kvp, cfg = data
+    exact = naive_float64(q, kv_data["bf16"], qo, kvp, cfg["sm_scale"])
+    got = R.attention_fp32(q, kv_data["bf16"], qo, kvp, cfg["sm_scale"]).double()
+    assert (got - exact).norm() / exact.norm() < 1e-5
+    assert torch.allclose(R.ref_kernel(data).double(), exact, rtol=1e-2, atol=1e-2)
+
+
+def test_outputs_are_order_one_not_tiny():
+    data = R.generate_input(4, 1, 1024, 1, device="cpu")
+    rms = R.ref_kernel(data).float().pow(2).mean().sqrt()
+    assert 0.1 < rms < 1.0
+
+
+def test_check_accepts_every_format_path_and_rejects_zeros():
+    data = R.generate_input(3, 1, 200, 9, kvseqlens=[200, 33, 129], device="cpu")
+    expected = R.reference_outputs(data)
+    for path, ref in expected.items():
+        ok, msg = R.check_output(ref.to(torch.bfloat16), expected, TOL)
+        assert ok, (path, msg)
+    ok, msg = R.check_output(torch.zeros_like(expected["kv=bf16,q=bf16"]).bfloat16(), expected, TOL)
+    assert not ok and "rel L2 error 100.00%" in msg
+
+
+def test_check_implementation_entry_point():
+    data = R.generate_input(2, 1, 64, 4, device="cpu")
+    assert R.check_implementation(data, R.ref_kernel(data))[0]
+    assert not R.check_implementation(data, torch.zeros(2, 16, 512, dtype=torch.bfloat16))[0]

@@ -1,0 +1,49 @@
+"""Statistics and the stopping rule; the store's transactions."""
+
+import sqlite3
+
+import pytest
+
+from harness.device import detect
+from harness.engine import CaseResult, SubmissionResult
+from harness.store import Store
+from harness.timing import median_ci, should_stop, summarize
+
+
+def test_summarize():
+    s = summarize([3.0, 1.0, 2.0, 4.0, 100.0])
+    assert (s.runs, s.median, s.min, s.max) == (5, 3.0, 1.0, 100.0)
+    assert s.mean == pytest.approx(22.0)
+
+
+def test_median_ci_narrows_with_more_samples():
+    few = [1.0 + 0.01 * i for i in range(10)]
+    many = [1.0 + 0.01 * (i % 10) for i in range(1000)]
+    lo1, hi1 = median_ci(few)
+    lo2, hi2 = median_ci(many)
+    assert lo1 <= 1.045 <= hi1 and (hi2 - lo2) <= (hi1 - lo1)
+
+
+def test_should_stop():
+    kw = dict(min_runs=3, max_runs=10, max_seconds=5.0, target_rel_ci=0.01)
+    assert not should_stop([1.0, 1.0], 0.1, **kw)                     # below min_runs
+    assert should_stop([1.0] * 10, 0.1, **kw)                          # max_runs
+    assert should_stop([1.0, 5.0, 9.0], 6.0, **kw)                     # time budget
+    assert not should_stop([1.0, 5.0, 9.0, 2.0], 1.0, **kw)            # noisy, time left
+    assert should_stop([1.0] * 5, 0.1, **kw)                           # tight CI
+
+
+def test_a_failing_insert_leaves_no_half_written_submission(tmp_path, monkeypatch):
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("test", "t", detect("cpu"), {"torch": "x"})
+    good = SubmissionResult("a.py", "0" * 64, cases=[CaseResult("test", 0, "c", True, "ok")])
+    store.add_submission(run, good)
+    bad = SubmissionResult("b.py", "1" * 64, cases=[CaseResult("test", 0, "c", True, "ok"), None])
+    with pytest.raises(AttributeError):
+        store.add_submission(run, bad)   # dies after inserting the submission row and one case
+    db = sqlite3.connect(tmp_path / "r.db")
+    assert [r[0] for r in db.execute("SELECT name FROM submissions")] == ["a.py"]
+    assert db.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == 1
+    assert db.execute("SELECT status FROM runs").fetchone()[0] == "running"   # never marked complete
+    store.finish_run(run)
+    assert db.execute("SELECT status FROM runs").fetchone()[0] == "complete"
