@@ -6,6 +6,7 @@ Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -25,11 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="eval.py", description="Evaluate MLA decode kernels: correctness, timing, a local leaderboard.")
     p.add_argument("--mode", default="leaderboard",
-                   help="test | benchmark | leaderboard | profile (default: leaderboard)")
+                   help="test | benchmark | leaderboard | profile | selftest (default: leaderboard)")
     p.add_argument("--submission", action="append", default=[], metavar="PATH",
                    help="a submission file (repeatable); default: every submissions/*.py")
     p.add_argument("--device", choices=("cpu", "cuda"), help="override device detection")
     p.add_argument("--small", action="store_true", help="use the task's small (CPU) shapes even on a GPU")
+    p.add_argument("--check", metavar="POLICY",
+                   help="check policy from task.yml (strict: ours, the default; competition: the seed's)")
     p.add_argument("--task", default=str(REPO_ROOT / "task.yml"), help="task file (reference.py beside it)")
     p.add_argument("--db", default="results/mla-eval.db", help="SQLite results database (default: %(default)s)")
     p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
@@ -58,8 +61,8 @@ def _run(args: argparse.Namespace) -> int:
     from harness.problem import load_problem
     from harness.store import Store, StoreError
 
-    if args.mode not in MODES:
-        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(MODES)}")
+    if args.mode not in MODES + ("selftest",):
+        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(MODES + ('selftest',))}")
     try:
         store = Store(args.db)
     except StoreError as exc:
@@ -70,14 +73,22 @@ def _run(args: argparse.Namespace) -> int:
         report.console.print(report.history_table(store.best_per_submission()))
         return 0
 
-    submissions = resolve_submissions(args.submission)
     problem = load_problem(args.task)
+    if args.check:
+        if args.check not in problem.spec.check.policies:
+            raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
+                             f"{', '.join(problem.spec.check.policies)}")
+        problem = dataclasses.replace(problem, policy=args.check)
     device = detect(args.device)
     small = args.small or not device.is_gpu
     if not device.is_gpu:
         report.err_console.print("No GPU in use: running on the CPU with the task's small shapes.")
+    if args.mode == "selftest":
+        return _selftest(problem, device, small)
+    submissions = resolve_submissions(args.submission)
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
-                             f"{len(submissions)} submission(s)  ·  mode: {args.mode}")
+                             f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
+                             f"check: {problem.check_policy}")
 
     run_id = store.start_run(args.mode, problem.spec.name, device, versions())
     results: list[SubmissionResult] = []
@@ -103,6 +114,17 @@ def _run(args: argparse.Namespace) -> int:
         report.console.print(report.leaderboard_table(results, problem.label, device.describe()))
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _selftest(problem, device, small: bool) -> int:
+    from harness import report
+    from harness.selftest import run_selftest
+
+    report.err_console.print(f"selftest of check policy '{problem.check_policy}' on {device.describe()}")
+    rows = run_selftest(problem, device, small,
+                        progress=lambda case: report.err_console.print(f"  {case.kind} {problem.label(case.args)}"))
+    report.console.print(report.selftest_table(rows, problem.label, problem.check_policy))
+    return 0 if all(r.ok for r in rows) else 1
 
 
 def resolve_submissions(paths: Sequence[str]) -> list[Path]:

@@ -5,7 +5,9 @@ interface:
 
     generate_input(**case_args, device=...) -> data           # the tuple submissions receive
     reference_outputs(data) -> expected                        # whatever check_output needs
-    check_output(output, expected, tolerance) -> (ok, message)
+    check_output(output, expected, policy, params) -> (ok, message)
+    check_ratio(output, expected, policy, params) -> (error / limit, text)   # below 1 passes
+    selftest_outputs(data, other_data, seed) -> {name: (output, should_pass)}
     output_layout(data) -> (shape, dtype)                      # what a right answer looks like
     case_label(args) -> str                                    # optional: a short column title
 """
@@ -23,13 +25,19 @@ import torch
 
 from harness.spec import SpecError, TaskSpec, load_task
 
-REQUIRED = ("generate_input", "reference_outputs", "check_output", "output_layout")
+REQUIRED = ("generate_input", "reference_outputs", "check_output", "check_ratio", "output_layout",
+            "selftest_outputs")
 
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
     spec: TaskSpec
     reference: ModuleType
+    policy: str = ""  # the check policy in force; "" means task.yml's default
+
+    @property
+    def check_policy(self) -> str:
+        return self.policy or self.spec.check.policy
 
     def generate(self, args: dict[str, Any], seed: int, device: torch.device) -> Any:
         return self.reference.generate_input(**{**args, "seed": seed}, device=str(device))
@@ -38,7 +46,12 @@ class Problem:
         return self.reference.reference_outputs(data)
 
     def check(self, output: torch.Tensor, expected: Any) -> tuple[bool, str]:
-        return self.reference.check_output(output, expected, self.spec.check)
+        policy = self.check_policy
+        return self.reference.check_output(output, expected, policy, self.spec.check.policies[policy])
+
+    def check_ratio(self, output: torch.Tensor, expected: Any) -> tuple[float, str]:
+        policy = self.check_policy
+        return self.reference.check_ratio(output, expected, policy, self.spec.check.policies[policy])
 
     def label(self, args: dict[str, Any]) -> str:
         """A short column title for a case (the task's `case_label` if it has one)."""

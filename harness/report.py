@@ -122,3 +122,15 @@ def history_table(rows: Sequence[Any]) -> Table:
 
 def error(message: str) -> None:
     err_console.print(f"[red]error:[/] {message}", markup=True)
+
+
+def selftest_table(rows: Sequence[Any], label: Callable[[dict], str], policy: str) -> Table:
+    """Margins of the check: honest outputs must stay below 1 (error / limit), nulls above."""
+    table = Table(title=f"Check self-test, policy '{policy}' (ratio = error / limit; pass below 1)",
+                  title_justify="left")
+    for col in ("case", "status", "worst honest", "honest path", "best null", "null model", "wrong verdicts"):
+        table.add_column(col, justify="right" if col in ("worst honest", "best null") else "left")
+    for r in rows:
+        table.add_row(f"{r.case.kind} {label(r.case.args)}", _status(r.ok), f"{r.worst_honest[0]:.3f}",
+                      r.worst_honest[1], f"{r.best_null[0]:.2f}", r.best_null[1], ", ".join(r.wrong))
+    return table

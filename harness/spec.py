@@ -69,6 +69,12 @@ class Timing:
 
 
 @dataclasses.dataclass(frozen=True)
+class Check:
+    policy: str                               # the default policy's name
+    policies: dict[str, dict[str, float]]     # name -> the task's parameters for it
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec:
     name: str
     description: str
@@ -77,7 +83,8 @@ class TaskSpec:
     tests: list[dict[str, Any]]
     benchmarks: list[dict[str, Any]]
     cpu: CaseSet
-    check: dict[str, float]
+    precision_contract: list[str]
+    check: Check
     ranking: str
     timeouts: Timeouts
     timing: Timing
@@ -111,6 +118,9 @@ def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None
     except SpecError as exc:
         raise SpecError(f"{label}: {exc}") from None
     spec = dataclasses.replace(spec, path=str(path))
+    if spec.check.policy not in spec.check.policies:
+        raise SpecError(f"{label}: check.policy: {spec.check.policy!r} is not one of check.policies "
+                        f"({', '.join(spec.check.policies)})")
     if spec.ranking not in RANKINGS:
         raise SpecError(f"{label}: ranking: must be one of {', '.join(RANKINGS)}, got {spec.ranking!r}")
     if spec.timing.min_runs < 1 or spec.timing.max_runs < spec.timing.min_runs:

@@ -19,6 +19,7 @@ def cli(tmp_path, *args):
     (["--submission", str(ROOT / "submissions")], "is a folder"),
     (["--history", "--mode", "test"], "--history goes with --mode leaderboard"),
     (["--task", "missing.yml"], "missing.yml"),
+    (["--check", "lenient"], "unknown check policy 'lenient'"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     assert cli(tmp_path, *args) == 2

@@ -10,7 +10,8 @@ from conftest import ROOT
 import reference as R
 from harness.spec import load_task
 
-TOL = load_task(ROOT / "task.yml").check
+CHECK = load_task(ROOT / "task.yml").check
+TOL = ("strict", CHECK.policies["strict"])
 
 
 def test_generate_input_is_the_competition_tuple():
@@ -84,13 +85,41 @@ def test_check_accepts_every_format_path_and_rejects_zeros():
     data = R.generate_input(3, 1, 200, 9, kvseqlens=[200, 33, 129], device="cpu")
     expected = R.reference_outputs(data)
     for path, ref in expected.items():
-        ok, msg = R.check_output(ref.to(torch.bfloat16), expected, TOL)
+        ok, msg = R.check_output(ref.to(torch.bfloat16), expected, *TOL)
         assert ok, (path, msg)
-    ok, msg = R.check_output(torch.zeros_like(expected["kv=bf16,q=bf16"]).bfloat16(), expected, TOL)
-    assert not ok and "rel L2 error 100.00%" in msg
+    ok, msg = R.check_output(torch.zeros_like(expected["kv=bf16,q=bf16"]).bfloat16(), expected, *TOL)
+    assert not ok and "rel L2 100.00% (limit 2%)" in msg
 
 
 def test_check_implementation_entry_point():
     data = R.generate_input(2, 1, 64, 4, device="cpu")
     assert R.check_implementation(data, R.ref_kernel(data))[0]
     assert not R.check_implementation(data, torch.zeros(2, 16, 512, dtype=torch.bfloat16))[0]
+
+
+def test_selftest_strict_policy_separates_honest_from_null(problem, cpu):
+    from harness.selftest import run_selftest
+
+    rows = run_selftest(problem, cpu, small=True)
+    assert rows and all(r.ok for r in rows), [(r.case.name, r.wrong) for r in rows if not r.ok]
+    assert max(r.worst_honest[0] for r in rows) < 0.5     # honest paths: at least 2x inside the limit
+    assert min(r.best_null[0] for r in rows) > 5.0         # every null model: at least 5x outside it
+    nulls = {"zeros", "mean of V", "scores without the 64 RoPE dims", "first 95% of tokens",
+             "last 95% of tokens", "random 95% of tokens", "another seed's answer"}
+    data = R.generate_input(2, 1, 64, 1, device="cpu")
+    names = set(R.selftest_outputs(data, data, 1))
+    assert {f"null {n}" for n in nulls} <= names
+    assert {f"honest kv={f},q={q}" for f in ("bf16", "fp8", "mxfp4") for q in ("bf16", "fp8")} <= names
+
+
+def test_competition_policy_reproduces_the_seed_check(problem):
+    import dataclasses
+
+    comp = dataclasses.replace(problem, policy="competition")
+    data = R.generate_input(2, 1, 64, 1, device="cpu")
+    expected = comp.expected(data)
+    fp8_path = expected["kv=fp8,q=fp8"]
+    assert comp.check(fp8_path.bfloat16(), expected)[0]
+    near = fp8_path + 0.05                        # inside atol=0.1 everywhere
+    assert comp.check(near.bfloat16(), expected)[0]
+    assert not comp.check(fp8_path.bfloat16() * 0, expected)[0]

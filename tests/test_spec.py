@@ -39,6 +39,9 @@ def test_real_task_loads():
     (lambda t: t["benchmarks"][0].pop("kvseqlen"), "task.yml: benchmarks[0].kvseqlen: missing"),
     (lambda t: t["tests"][0].pop("seed"), "tests[0].seed: every case needs an integer seed"),
     (lambda t: t.update(benchmarks=[]), "benchmarks: must list at least one case"),
+    (lambda t: t["check"].update(policy="lenient"), "check.policy: 'lenient' is not one of check.policies"),
+    (lambda t: t["check"]["policies"]["strict"].update(rel_l2="2%"),
+     "check.policies.strict.rel_l2: expected a number, got str"),
 ])
 def test_bad_task_file_names_the_key(tmp_path, edit, message):
     with pytest.raises(SpecError) as err:
