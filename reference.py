@@ -254,6 +254,20 @@ def output_layout(data: input_t) -> tuple[tuple[int, ...], torch.dtype]:
     return (q.shape[0], q.shape[1], V_HEAD_DIM), torch.bfloat16
 
 
+def bytes_moved(data: input_t) -> dict[str, int]:
+    """Bytes a kernel reading each KV format must move at least: its KV once, q once, the output once."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    qo_bytes = q.numel() * q.element_size() + q.shape[0] * q.shape[1] * V_HEAD_DIM * 2
+    index_bytes = (qo_indptr.numel() + kv_indptr.numel()) * 4
+    total_kv = kv_data["bf16"].shape[0]
+    kv_bytes = {
+        "bf16": total_kv * QK_HEAD_DIM * 2,
+        "fp8": total_kv * QK_HEAD_DIM + 4,
+        "mxfp4": total_kv * (QK_HEAD_DIM // 2 + QK_HEAD_DIM // 32),  # packed codes + 18 live scales
+    }
+    return {fmt: n + qo_bytes + index_bytes for fmt, n in kv_bytes.items()}
+
+
 def case_label(args: dict) -> str:
     """Short column title for a case, e.g. "256×8k" or "6×≤4k ragged"."""
     def k(n: int) -> str:

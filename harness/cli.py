@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.device import DeviceError, detect, versions
-from harness.engine import MODES, SubmissionResult, evaluate
+from harness.device import DeviceError, detect, measure_copy_bandwidth, versions
+from harness.engine import MODES, RunContext, SubmissionResult, evaluate
 from harness.spec import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
     p.add_argument("--history", action="store_true",
                    help="with --mode leaderboard: show the best stored result per submission, run nothing")
+    p.add_argument("--seed", type=int, help="fix the run's secret seed (default: a fresh random one per run)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -90,12 +91,21 @@ def _run(args: argparse.Namespace) -> int:
                              f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
                              f"check: {problem.check_policy}")
 
+    bandwidth = None
+    if device.is_gpu:
+        bandwidth = store.bandwidth(device.name)
+        if bandwidth is None:
+            bandwidth = measure_copy_bandwidth()
+            store.save_bandwidth(device.name, bandwidth)
+        report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured once, cached in {args.db})")
+    ctx = RunContext(problem, device, small, Path(args.logs), bandwidth=bandwidth,
+                     **({"secret": args.seed} if args.seed is not None else {}))
     run_id = store.start_run(args.mode, problem.spec.name, device, versions())
     results: list[SubmissionResult] = []
     n_cases = _case_count(problem, args.mode, small)
     for path in submissions:
         with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-            result = evaluate(path, problem, args.mode, device, small, Path(args.logs), progress)
+            result = evaluate(path, ctx, args.mode, progress)
         results.append(result)
         store.add_submission(run_id, result)
         if args.mode == "profile":

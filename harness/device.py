@@ -80,6 +80,25 @@ def versions() -> dict[str, str]:
     return out
 
 
+def measure_copy_bandwidth(size_bytes: int = 1 << 30, repeats: int = 20) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written
+    (the number the floors and roofline percentages are relative to)."""
+    src = torch.empty(size_bytes, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    for _ in range(repeats):
+        dst.copy_(src)
+    end.record()
+    end.synchronize()
+    seconds = begin.elapsed_time(end) / 1e3
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * size_bytes * repeats / seconds
+
+
 def synchronize(info: DeviceInfo) -> None:
     if info.is_gpu:
         torch.cuda.synchronize()

@@ -22,7 +22,7 @@ from harness.device import DeviceInfo, synchronize
 from harness.problem import Problem
 from harness.sandbox import Sandbox, WorkerFailure
 from harness.spec import Case
-from harness.timing import Stats, should_stop, summarize
+from harness.timing import CallTiming, Stats, should_stop, summarize
 from harness.verdict import Verdict, judge, tensors
 
 MODES = ("test", "benchmark", "leaderboard", "profile")
@@ -69,10 +69,43 @@ def _no_progress(event: str, **info: Any) -> None:
     pass
 
 
-def evaluate(path: Path, problem: Problem, mode: str, device: DeviceInfo, small: bool,
-             log_dir: Path, progress: Progress = _no_progress) -> SubmissionResult:
+# A device-wide synchronize after the end event takes ~10 µs when nothing else runs (H200,
+# shared/MEASURED.md); longer means the call left work running on another stream.
+TAIL_LIMIT_S = 100e-6
+# The floor check allows reads up to 25% faster than the measured copy bandwidth.
+FLOOR_FACTOR = 0.8
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What the parent knows for a whole run; none of it is sent to a worker."""
+
+    problem: Problem
+    device: DeviceInfo
+    small: bool
+    log_dir: Path
+    secret: int = dataclasses.field(default_factory=lambda: secrets.randbits(31))
+    bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
+
+    def case_seed(self, case: Case) -> int:
+        """The seed a case's inputs are drawn from: its public seed mixed with the run's secret
+        (Cantor pairing, as GPU MODE mixes POPCORN_SEED), so answers cannot be precomputed."""
+        a, b = case.seed, self.secret
+        return (a + (a + b) * (a + b + 1) // 2) % (2**63 - 1)
+
+    def floor_s(self, data: Any) -> Optional[float]:
+        """The least time any legitimate kernel needs for these inputs: the fewest bytes it must
+        move (over the formats it may read) at the measured bandwidth."""
+        if not self.bandwidth:
+            return None
+        least = self.problem.min_bytes(data)
+        return least / self.bandwidth * FLOOR_FACTOR if least else None
+
+
+def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress) -> SubmissionResult:
+    problem, small = ctx.problem, ctx.small
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
-                              log=str(log_dir / f"{path.stem}.log"))
+                              log=str(ctx.log_dir / f"{path.stem}.log"))
     tests = problem.spec.cases("test", small)
     benchmarks = problem.spec.cases("benchmark", small)
     plan: list[tuple[Case, str]] = []
@@ -85,7 +118,7 @@ def evaluate(path: Path, problem: Problem, mode: str, device: DeviceInfo, small:
 
     timeouts = problem.spec.timeouts
     try:
-        box = Sandbox(path, device, Path(result.log), timeouts.startup)
+        box = Sandbox(path, ctx.device, Path(result.log), timeouts.startup)
     except WorkerFailure as exc:
         result.ok, result.error = False, f"{exc.kind}: {exc}"
         return result
@@ -97,19 +130,18 @@ def evaluate(path: Path, problem: Problem, mode: str, device: DeviceInfo, small:
             progress("case_start", case=case, action=action)
             try:
                 if action == "test":
-                    outcome = _test_case(box, problem, case, device, timeouts.test_case)
+                    outcome = _test_case(box, ctx, case)
                 elif action == "benchmark":
-                    outcome = _benchmark_case(box, problem, case, device, timeouts.benchmark_case, progress)
+                    outcome = _benchmark_case(box, ctx, case, progress)
                 else:
-                    outcome = _profile_case(box, problem, case, device, timeouts.benchmark_case)
+                    outcome = _profile_case(box, ctx, case)
             except WorkerFailure as exc:
                 outcome = _result(case, False, f"{exc.kind}: {exc}")
                 if exc.fatal:
                     result.cases.append(outcome)
                     progress("case_end", result=outcome)
-                    for later, later_action in plan[i + 1:]:
-                        result.cases.append(_result(later, False,
-                                                       "not run: the worker died on an earlier case"))
+                    for later, _ in plan[i + 1:]:
+                        result.cases.append(_result(later, False, "not run: the worker died on an earlier case"))
                     break
             result.cases.append(outcome)
             progress("case_end", result=outcome)
@@ -120,67 +152,84 @@ def evaluate(path: Path, problem: Problem, mode: str, device: DeviceInfo, small:
 class _Inputs:
     """The case's input buffers, shared with the worker once and refilled in place per call."""
 
-    def __init__(self, box: Sandbox, problem: Problem, case: Case, device: DeviceInfo):
-        self.box, self.problem, self.case, self.device = box, problem, case, device
-        self.data = problem.generate(case.args, case.seed, device.torch_device)
+    def __init__(self, box: Sandbox, ctx: RunContext, case: Case):
+        self.box, self.ctx, self.case = box, ctx, case
+        self.data = ctx.problem.generate(case.args, ctx.case_seed(case), ctx.device.torch_device)
         self.pristine = _clone(self.data)
-        self.expected = problem.expected(self.pristine)
-        synchronize(device)
+        self.expected = ctx.problem.expected(self.pristine)
+        self.floor_s = ctx.floor_s(self.pristine)
+        synchronize(ctx.device)
         box.send_inputs(self.data)
 
     def refill(self, seed: int) -> None:
-        fresh = self.problem.generate(self.case.args, seed, self.device.torch_device)
+        fresh = self.ctx.problem.generate(self.case.args, seed, self.ctx.device.torch_device)
         for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
             dst.copy_(src)
         self.pristine = fresh
-        self.expected = self.problem.expected(fresh)
-        synchronize(self.device)
+        self.expected = self.ctx.problem.expected(fresh)
+        synchronize(self.ctx.device)
 
-    def judge(self, output: torch.Tensor) -> Verdict:
-        shape, dtype = self.problem.layout(self.pristine)
-        return judge(output, shape, dtype, self.device.torch_device, self.pristine, self.data,
-                     lambda out: self.problem.check(out, self.expected))
+    def call(self, timed: bool, deadline: float) -> tuple[Verdict, CallTiming]:
+        """One call, judged: the output's verdict, then the timing's integrity."""
+        output, timing = self.box.call(timed=timed, timeout=max(1.0, deadline - time.monotonic()))
+        problem = self.ctx.problem
+        shape, dtype = problem.layout(self.pristine)
+        verdict = judge(output, shape, dtype, self.ctx.device.torch_device, self.pristine, self.data,
+                        lambda out: problem.check(out, self.expected))
+        if verdict.ok:
+            issue = timing_problem(timing, self.floor_s if timed else None)
+            if issue:
+                verdict = Verdict(False, issue)
+        return verdict, timing
 
 
-def _test_case(box: Sandbox, problem: Problem, case: Case, device: DeviceInfo, timeout: float) -> CaseResult:
-    inputs = _Inputs(box, problem, case, device)
-    output, _, _ = box.call(timed=False, timeout=timeout)
-    verdict = inputs.judge(output)
+def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str]:
+    """Why a call's timing cannot be trusted, or None."""
+    if timing.replaced:
+        return f"timer function {timing.replaced[0]} was replaced by the submission"
+    if timing.tail_s > TAIL_LIMIT_S:
+        return f"work continued on another stream after the timed call: {timing.tail_s * 1e3:.2f} ms"
+    if floor_s is not None and timing.device_s < floor_s:
+        return (f"impossible time: {timing.device_s * 1e6:.2f} µs is below the physical floor of "
+                f"{floor_s * 1e6:.2f} µs for the bytes this case must read")
+    return None
+
+
+def _test_case(box: Sandbox, ctx: RunContext, case: Case) -> CaseResult:
+    inputs = _Inputs(box, ctx, case)
+    verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + ctx.problem.spec.timeouts.test_case)
     return _result(case, verdict.ok, verdict.reason)
 
 
-def _benchmark_case(box: Sandbox, problem: Problem, case: Case, device: DeviceInfo, timeout: float,
-                    progress: Progress) -> CaseResult:
-    timing = problem.spec.timing
-    deadline = time.monotonic() + timeout
-    inputs = _Inputs(box, problem, case, device)
-    for _ in range(timing.warmup_calls):  # compilation, autotuning; the first output is checked too
-        output, _, _ = box.call(timed=False, timeout=deadline - time.monotonic())
-        verdict = inputs.judge(output)
+def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, progress: Progress) -> CaseResult:
+    timing = ctx.problem.spec.timing
+    deadline = time.monotonic() + ctx.problem.spec.timeouts.benchmark_case
+    inputs = _Inputs(box, ctx, case)
+    # Warm-up (compilation, autotuning), a secret number of extra calls so a submission cannot
+    # count its way to the first timed call; every output is checked.
+    for _ in range(timing.warmup_calls + secrets.randbelow(3)):
+        verdict, _ = inputs.call(timed=False, deadline=deadline)
         if not verdict.ok:
-            return _result(case, False, verdict.reason)
+            return _result(case, False, f"warm-up call: {verdict.reason}")
     device_times: list[float] = []
     host_times: list[float] = []
     start = time.monotonic()
     while not should_stop(device_times, time.monotonic() - start, timing.min_runs, timing.max_runs,
                           timing.max_seconds, timing.target_rel_ci):
-        inputs.refill(secrets.randbits(31))
-        output, device_s, host_s = box.call(timed=True, timeout=deadline - time.monotonic())
-        verdict = inputs.judge(output)
+        inputs.refill(secrets.randbits(31))  # fresh inputs from a secret seed for every timed call
+        verdict, call_timing = inputs.call(timed=True, deadline=deadline)
         if not verdict.ok:
-            return _result(case, False,
-                              f"timed call {len(device_times) + 1}: {verdict.reason}")
-        device_times.append(device_s)
-        host_times.append(host_s)
+            return _result(case, False, f"timed call {len(device_times) + 1}: {verdict.reason}")
+        device_times.append(call_timing.device_s)
+        host_times.append(call_timing.host_s)
         progress("call", case=case, done=len(device_times), total=timing.max_runs)
-    return _result(case, True, verdict.reason,
-                      device=summarize(device_times), host=summarize(host_times))
+    return _result(case, True, verdict.reason, device=summarize(device_times), host=summarize(host_times))
 
 
-def _profile_case(box: Sandbox, problem: Problem, case: Case, device: DeviceInfo, timeout: float) -> CaseResult:
-    inputs = _Inputs(box, problem, case, device)
-    output, _, _ = box.call(timed=False, timeout=timeout)  # warm up (compile) outside the profile
-    verdict = inputs.judge(output)
+def _profile_case(box: Sandbox, ctx: RunContext, case: Case) -> CaseResult:
+    timeout = ctx.problem.spec.timeouts.benchmark_case
+    inputs = _Inputs(box, ctx, case)
+    verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + timeout)  # warm up outside the profile
     if not verdict.ok:
         return _result(case, False, verdict.reason)
     table = box.profile(row_limit=12, timeout=timeout)

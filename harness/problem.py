@@ -10,6 +10,7 @@ interface:
     selftest_outputs(data, other_data, seed) -> {name: (output, should_pass)}
     output_layout(data) -> (shape, dtype)                      # what a right answer looks like
     case_label(args) -> str                                    # optional: a short column title
+    bytes_moved(data) -> {kv_format: bytes}                    # optional: least traffic per format
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -59,6 +60,12 @@ class Problem:
         if callable(custom):
             return custom(args)
         return ",".join(str(v) for k, v in args.items() if k != "seed" and not isinstance(v, list))
+
+    def min_bytes(self, data: Any) -> Optional[int]:
+        """The fewest bytes a legitimate kernel must move for `data` (the task's `bytes_moved`,
+        minimised over the formats it may read), or None if the task does not say."""
+        fn = getattr(self.reference, "bytes_moved", None)
+        return min(fn(data).values()) if callable(fn) else None
 
     def layout(self, data: Any) -> tuple[tuple[int, ...], torch.dtype]:
         return self.reference.output_layout(data)

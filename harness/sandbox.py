@@ -21,6 +21,7 @@ import torch.multiprocessing as tmp
 
 from harness import worker
 from harness.device import DeviceInfo
+from harness.timing import CallTiming
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -90,21 +91,25 @@ class Sandbox:
     def send_inputs(self, data: Any) -> None:
         self._send(("inputs", data))
 
-    def call(self, timed: bool, timeout: float) -> tuple[torch.Tensor, float, float]:
-        """One call of custom_kernel on the inputs last sent. Returns (a private copy of the output,
-        device seconds, host seconds)."""
+    def call(self, timed: bool, timeout: float) -> tuple[torch.Tensor, CallTiming]:
+        """One call of custom_kernel on the inputs last sent. Returns a private copy of the output
+        and the worker's raw timing of the call."""
         self._send(("call", timed))
         reply = self._receive(timeout, "a call of custom_kernel")
         if reply[0] == "error":
             raise WorkerFailure(str(reply[1]), str(reply[2]))
-        if reply[0] != "output" or len(reply) != 4:
+        if reply[0] != "output" or len(reply) != 6:
             self._protocol_error(reply)
-        _, out, device_s, host_s = reply
+        _, out, device_s, host_s, tail_s, replaced = reply
         if type(out) is not torch.Tensor:
             raise WorkerFailure("bad output", f"custom_kernel returned {type(out).__name__}, expected a torch.Tensor")
         copy = out.clone()  # our own memory: the worker may reuse or free its buffer after this
         del out
-        return copy, float(device_s), float(host_s)
+        try:
+            timing = CallTiming(float(device_s), float(host_s), float(tail_s), tuple(str(r) for r in replaced))
+        except (TypeError, ValueError):
+            self._protocol_error(reply)
+        return copy, timing
 
     def profile(self, row_limit: int, timeout: float) -> str:
         self._send(("profile", row_limit))

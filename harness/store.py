@@ -40,6 +40,11 @@ CREATE TABLE IF NOT EXISTS submissions (
     error TEXT NOT NULL,
     geomean_us REAL
 );
+CREATE TABLE IF NOT EXISTS bandwidth (   -- measured once per device, reused by later runs
+    device TEXT PRIMARY KEY,
+    bytes_per_s REAL NOT NULL,
+    measured TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS cases (
     submission_id INTEGER NOT NULL REFERENCES submissions(id),
     kind TEXT NOT NULL,
@@ -91,6 +96,14 @@ class Store:
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
                      h.median * 1e6 if h else None))
+
+    def bandwidth(self, device: str) -> Optional[float]:
+        row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()
+        return float(row[0]) if row else None
+
+    def save_bandwidth(self, device: str, bytes_per_s: float) -> None:
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO bandwidth VALUES (?, ?, ?)", (device, bytes_per_s, _now()))
 
     def finish_run(self, run_id: int) -> None:
         with self.db:

@@ -8,7 +8,8 @@ harness's report.
 Protocol (parent -> worker, worker -> parent), all tuples:
   worker: ("ready", info) | ("fatal", kind, message)            after importing the submission
   parent: ("inputs", data)        keep these tensors; the parent refills them in place later
-  parent: ("call", timed)         call custom_kernel once -> ("output", tensor, device_s, host_s)
+  parent: ("call", timed)         call custom_kernel once
+                                  -> ("output", tensor, device_s, host_s, tail_s, replaced_timer_names)
   parent: ("profile", row_limit)  one call under torch.profiler -> ("profile", table)
   parent: ("exit",)
   any failing call -> ("error", kind, message)
@@ -32,9 +33,10 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
     import torch
 
     from harness import compat
-    from harness.timing import L2Flusher, time_call
+    from harness.timing import CallTimer
 
     compat.install()
+    timer = CallTimer(device_type, l2_bytes)  # before the import: it keeps the original timer functions
     try:
         kernel = _load(submission)
     except _LoadError as exc:
@@ -42,7 +44,6 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
         return
     conn.send(("ready", {"pid": os.getpid()}))
 
-    flush = L2Flusher(l2_bytes, torch.device(device_type)) if device_type == "cuda" else None
     data = None
     last_output = None  # kept alive until the parent has copied it (CUDA IPC needs the producer alive)
     while True:
@@ -59,13 +60,13 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
         try:
             if op == "call":
                 last_output = None
-                out, device_s, host_s = time_call(kernel, data, flush if msg[1] else None)
+                out, timing = timer(kernel, data, timed=msg[1])
                 problem = _hygiene(out, data)
                 if problem:
                     conn.send(("error", "bad output", problem))
                     continue
                 last_output = out
-                conn.send(("output", out, device_s, host_s))
+                conn.send(("output", out, timing.device_s, timing.host_s, timing.tail_s, timing.replaced))
             elif op == "profile":
                 conn.send(("profile", _profile(kernel, data, msg[1])))
         except Exception as exc:  # the submission's fault: report it, keep serving

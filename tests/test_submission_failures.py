@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from conftest import ROOT, ZOO
 
-from harness.engine import evaluate
+from harness.engine import RunContext, evaluate
 from harness.spec import Timeouts
 
 
@@ -15,7 +15,7 @@ def run(problem, cpu, name, mode="test", tmp_path=None, **timeouts):
         problem = dataclasses.replace(problem, spec=dataclasses.replace(
             problem.spec, timeouts=dataclasses.replace(problem.spec.timeouts, **timeouts)))
     path = ZOO / name if (ZOO / name).exists() else ROOT / "submissions" / name
-    return evaluate(path, problem, mode, cpu, small=True, log_dir=tmp_path)
+    return evaluate(path, RunContext(problem, cpu, small=True, log_dir=tmp_path), mode)
 
 
 def first_failure(result):
