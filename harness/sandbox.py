@@ -23,6 +23,7 @@ from harness import worker
 from harness.device import DeviceInfo
 from harness.timing import CallTiming
 
+MAX_MESSAGE_BYTES = 1 << 26  # messages carry tensor handles, not tensor data
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -147,9 +148,14 @@ class Sandbox:
                 self._proc.join(timeout=5)
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s during {what}")
         try:
-            payload = self._conn.recv_bytes()
-        except (EOFError, OSError):
+            payload = self._conn.recv_bytes(maxlength=MAX_MESSAGE_BYTES)
+        except EOFError:
             raise self._death(f"during {what}") from None
+        except OSError:  # a length header that makes no sense: someone else wrote into our pipe
+            self._proc.kill()
+            self._proc.join(timeout=5)
+            raise WorkerFailure("protocol", f"malformed message from the worker during {what} (did the "
+                                "submission write to a file descriptor it does not own?)") from None
         try:
             reply = safe_loads(payload)
         except UnsafeMessage as exc:

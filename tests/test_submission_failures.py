@@ -75,3 +75,57 @@ def test_honest_baselines_pass_test_and_benchmark(problem, cpu, tmp_path):
         bench = [c for c in result.cases if c.kind == "benchmark"]
         assert bench and all(c.device and c.device.runs >= 3 for c in bench)
         assert result.geomean_us() > 0
+
+
+EXPLOITS = [  # (file, mode, expected reason): each must be rejected for the right reason
+    ("caches_by_shape.py", "benchmark", "timed call 1: output differs from the reference"),
+    ("caches_by_pointer.py", "benchmark", "timed call 1: output differs from the reference"),
+    ("caches_by_content.py", "benchmark", "timed call 1: output differs from the reference"),
+    ("stale_empty.py", "benchmark", "output differs from the reference"),
+    ("lagged_answer.py", "benchmark", "timed call 1: output differs from the reference"),
+    ("counts_calls.py", "benchmark", "output differs from the reference"),
+    ("patches_timer.py", "test", "timer function time.perf_counter was replaced by the submission"),
+    ("patches_checker.py", "test", "output differs from the reference"),
+    ("walks_gc.py", "test", "output differs from the reference"),
+    ("writes_fds.py", "test", "protocol: malformed message from the worker"),
+]
+
+
+@pytest.mark.parametrize("name,mode,expected", EXPLOITS, ids=[e[0] for e in EXPLOITS])
+def test_exploit_is_rejected(problem, cpu, tmp_path, capfd, name, mode, expected):
+    result = run(problem, cpu, name, mode=mode, tmp_path=tmp_path)
+    assert not result.ok
+    assert expected in first_failure(result)
+    out, err = capfd.readouterr()
+    assert "check: pass" not in out + err
+
+
+def test_no_seed_reaches_the_worker(problem, cpu, tmp_path):
+    ctx = RunContext(problem, cpu, small=True, log_dir=tmp_path, secret=987654321)
+    result = evaluate(ZOO / "probes_env.py", ctx, "test")
+    assert result.ok
+    log = (tmp_path / "probes_env.log").read_text()
+    assert "env:" in log
+    secrets_ = {str(ctx.secret)} | {str(ctx.case_seed(c)) for c in problem.spec.cases("test", small=True)}
+    assert not [s for s in secrets_ if s in log]
+
+
+def test_gc_walk_finds_no_expected_output(problem, cpu, tmp_path):
+    run(problem, cpu, "walks_gc.py", tmp_path=tmp_path)
+    assert "found 0 candidate tensors" in (tmp_path / "walks_gc.log").read_text()
+
+
+def test_honest_submission_passes_20_fresh_seeds_in_a_row(problem, cpu, tmp_path):
+    spec = dataclasses.replace(problem.spec, timing=dataclasses.replace(
+        problem.spec.timing, min_runs=20, max_runs=20, max_seconds=600.0))
+    ctx = RunContext(dataclasses.replace(problem, spec=spec), cpu, small=True, log_dir=tmp_path)
+    result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "benchmark")
+    assert result.ok, first_failure(result)
+    assert all(c.device.runs == 20 for c in result.cases)
+
+
+def test_case_seeds_mix_in_the_run_secret(problem, cpu, tmp_path):
+    case = problem.spec.cases("test", small=True)[0]
+    a = RunContext(problem, cpu, True, tmp_path, secret=1).case_seed(case)
+    b = RunContext(problem, cpu, True, tmp_path, secret=2).case_seed(case)
+    assert a != b and a != case.seed
