@@ -21,6 +21,7 @@ import torch
 from harness.device import DeviceInfo, synchronize
 from harness.problem import Problem
 from harness.sandbox import Sandbox, WorkerFailure
+from harness.scan import ScanResult, scan
 from harness.spec import Case
 from harness.timing import CallTiming, Stats, should_stop, summarize
 from harness.verdict import Verdict, judge, tensors
@@ -49,6 +50,7 @@ class SubmissionResult:
     error: str = ""      # a failure that stopped the whole submission (import, crash, ...)
     cases: list[CaseResult] = dataclasses.field(default_factory=list)
     log: str = ""
+    scan: ScanResult = ScanResult("not scanned", ())
 
     @property
     def name(self) -> str:
@@ -105,7 +107,7 @@ class RunContext:
 def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress) -> SubmissionResult:
     problem, small = ctx.problem, ctx.small
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
-                              log=str(ctx.log_dir / f"{path.stem}.log"))
+                              log=str(ctx.log_dir / f"{path.stem}.log"), scan=scan(path))
     tests = problem.spec.cases("test", small)
     benchmarks = problem.spec.cases("benchmark", small)
     plan: list[tuple[Case, str]] = []

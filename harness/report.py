@@ -53,7 +53,7 @@ def _status(ok: bool) -> str:
 def submission_table(result: SubmissionResult, label: Callable[[dict], str]) -> Table:
     """Per-case detail for one submission (test / benchmark modes)."""
     timed = any(c.device for c in result.cases)
-    table = Table(title=f"{result.name}", title_justify="left")
+    table = Table(title=f"{result.name}  ·  static scan: {result.scan.summary()}", title_justify="left")
     table.add_column("case")
     table.add_column("status")
     if timed:
@@ -83,6 +83,7 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
     table.add_column("geomean µs", justify="right", style="bold")
     for c in columns:
         table.add_column(_case_label(c, label), justify="right")
+    table.add_column("static scan (review)", overflow="fold")
     table.add_column("detail", overflow="fold")
     for rank, r in enumerate(ranked, 1):
         by_case = {(c.kind, c.index): c for c in r.cases}
@@ -92,8 +93,13 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
             cells.append(_us(c.device.median * 1e6) if c and c.ok and c.device else "[red]x[/]" if c else "-")
         geo = r.geomean_us()
         table.add_row(str(rank) if geo is not None else "-", r.name, _status(r.ok), _us(geo), *cells,
-                      _failure_reason(r, label))
+                      _scan_cell(r), _failure_reason(r, label))
     return table
+
+
+def _scan_cell(r: SubmissionResult) -> str:
+    text = r.scan.summary()
+    return f"[yellow]{text}[/]" if r.scan.flags else text
 
 
 def _failure_reason(r: SubmissionResult, label: Callable[[dict], str]) -> str:

@@ -38,7 +38,9 @@ CREATE TABLE IF NOT EXISTS submissions (
     sha256 TEXT NOT NULL,
     ok INTEGER NOT NULL,
     error TEXT NOT NULL,
-    geomean_us REAL
+    geomean_us REAL,
+    scan TEXT NOT NULL DEFAULT '',   -- kernelguard classification
+    flags TEXT NOT NULL DEFAULT '[]' -- JSON list of kernelguard findings (for review; not a verdict)
 );
 CREATE TABLE IF NOT EXISTS bandwidth (   -- measured once per device, reused by later runs
     device TEXT PRIMARY KEY,
@@ -58,6 +60,13 @@ CREATE TABLE IF NOT EXISTS cases (
 """
 
 
+# Columns added after the first release: (table, column, declaration), added to older databases.
+ADDED_COLUMNS = [
+    ("submissions", "scan", "TEXT NOT NULL DEFAULT ''"),
+    ("submissions", "flags", "TEXT NOT NULL DEFAULT '[]'"),
+]
+
+
 class StoreError(RuntimeError):
     pass
 
@@ -69,6 +78,11 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path)
             self.db.executescript(SCHEMA)
+            for table, column, decl in ADDED_COLUMNS:
+                have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            self.db.commit()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the results database ({exc})") from None
 
@@ -86,8 +100,10 @@ class Store:
     def add_submission(self, run_id: int, result: SubmissionResult) -> None:
         with self.db:  # one transaction: the submission and all its cases, or nothing
             cur = self.db.execute(
-                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run_id, result.name, result.path, result.sha256, int(result.ok), result.error, result.geomean_us()))
+                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, result.name, result.path, result.sha256, int(result.ok), result.error, result.geomean_us(),
+                 result.scan.classification, json.dumps(list(result.scan.flags))))
             sid = cur.lastrowid
             for c in result.cases:
                 d, h = c.device, c.host

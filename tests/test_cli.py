@@ -67,3 +67,16 @@ def test_profile_mode_prints_kernel_table(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "profile", "--submission", str(ROOT / "submissions" / "torch_batched.py")) == 0
     out = capsys.readouterr().out
     assert "aten::bmm" in out and "Self CPU" in out
+
+
+def test_static_scan_flags_for_review_without_blocking(tmp_path, capsys):
+    import json
+
+    code = cli(tmp_path, "--mode", "test", "--submission", str(ZOO / "prints_results.py"),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    assert code == 0  # flagged, yet passing: the scan informs, the runtime checks decide
+    out = capsys.readouterr().out
+    assert "FAKE_BENCHMARK_EMIT" in out
+    db = sqlite3.connect(tmp_path / "r.db")
+    scan, flags = db.execute("SELECT scan, flags FROM submissions WHERE name = 'prints_results.py'").fetchone()
+    assert scan == "hacked" and any("FAKE_BENCHMARK_EMIT" in f for f in json.loads(flags))
