@@ -117,6 +117,8 @@ def _run(args: argparse.Namespace) -> int:
                 report.console.print(f"[red]FAIL[/] {result.name}: {result.error}")
             else:
                 report.console.print(report.submission_table(result, problem.label))
+        if args.mode == "leaderboard" and len(submissions) > 1:
+            report.err_console.print(report.one_line(result, problem.label))
         if not result.ok:
             report.err_console.print(f"  worker log: {result.log}")
     store.finish_run(run_id)

@@ -97,6 +97,14 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
     return table
 
 
+def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
+    """A submission's outcome as it finishes: status, geomean, per-case medians or the reason."""
+    if not r.ok:
+        return f"{r.name}: FAIL: {_failure_reason(r, label)}"
+    cases = ", ".join(f"{_case_label(c, label)} {_us(c.device.median * 1e6)}" for c in r.cases if c.device)
+    return f"{r.name}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
+
+
 def _scan_cell(r: SubmissionResult) -> str:
     text = r.scan.summary()
     return f"[yellow]{text}[/]" if r.scan.flags else text
