@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
     p.add_argument("--history", action="store_true",
                    help="with --mode leaderboard: show the best stored result per submission, run nothing")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="time budget per benchmark case (default: task.yml timing.max_seconds)")
     p.add_argument("--seed", type=int, help="fix the run's secret seed (default: a fresh random one per run)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -80,6 +82,11 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
                              f"{', '.join(problem.spec.check.policies)}")
         problem = dataclasses.replace(problem, policy=args.check)
+    if args.budget is not None:
+        if args.budget <= 0:
+            raise UsageError("--budget must be a positive number of seconds")
+        timing = dataclasses.replace(problem.spec.timing, max_seconds=args.budget)
+        problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
     device = detect(args.device)
     small = args.small or not device.is_gpu
     if not device.is_gpu:

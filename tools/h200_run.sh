@@ -17,7 +17,7 @@ fi
 DB="$OUT/mla-eval.db"
 t0=$(date +%s)
 echo "== 1. leaderboard" | tee "$OUT/leaderboard.txt"
-timeout "${LEADERBOARD_SECONDS:-300}" python3 eval.py --mode leaderboard --no-progress --db "$DB" --logs /tmp/mla-logs "$@" \
+timeout "${LEADERBOARD_SECONDS:-300}" python3 eval.py --mode leaderboard --budget "${BUDGET:-5}" --no-progress --db "$DB" --logs /tmp/mla-logs "$@" \
   2>&1 | tee -a "$OUT/leaderboard.txt"
 echo "leaderboard exit ${PIPESTATUS[0]}, wall $(( $(date +%s) - t0 )) s so far" | tee -a "$OUT/leaderboard.txt"
 echo "== 2. GPU-only exploits (small shapes)" | tee "$OUT/zoo.txt"
