@@ -57,7 +57,7 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str]) -> 
     table.add_column("case")
     table.add_column("status")
     if timed:
-        for col in ("median µs", "mean µs", "std µs", "min µs", "max µs", "runs", "host µs"):
+        for col in ("median µs", "mean µs", "std µs", "min µs", "max µs", "runs", "host µs", "sync tail µs"):
             table.add_column(col, justify="right")
     table.add_column("detail", overflow="fold")
     for c in result.cases:
@@ -65,7 +65,8 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str]) -> 
         if timed:
             d = c.device.us if c.device else {}
             cells += [_us(d.get(k)) for k in ("median", "mean", "std", "min", "max")]
-            cells += [str(c.device.runs) if c.device else "-", _us(c.host.median * 1e6) if c.host else "-"]
+            cells += [str(c.device.runs) if c.device else "-", _us(c.host.median * 1e6) if c.host else "-",
+                      _us(c.tail.median * 1e6) if c.tail else "-"]
         table.add_row(*cells, c.reason)
     return table
 

@@ -47,3 +47,21 @@ def test_a_failing_insert_leaves_no_half_written_submission(tmp_path, monkeypatc
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "running"   # never marked complete
     store.finish_run(run)
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "complete"
+
+
+def test_timing_integrity_rules():
+    from harness.engine import tail_problem, timing_problem
+    from harness.timing import CallTiming
+
+    ok = CallTiming(device_s=600e-6, host_s=30e-6, tail_s=110e-6, replaced=())
+    assert timing_problem(ok, floor_s=100e-6) is None              # honest jitter seen on the H200
+    hidden = CallTiming(device_s=20e-6, host_s=30e-6, tail_s=1.8e-3, replaced=())
+    assert "another stream after the timed call: 1.80 ms" in timing_problem(hidden, None)
+    patched = CallTiming(60e-6, 30e-6, 10e-6, ("torch.cuda.Event.elapsed_time",))
+    assert "torch.cuda.Event.elapsed_time was replaced" in timing_problem(patched, None)
+    too_fast = CallTiming(1e-6, 30e-6, 10e-6, ())
+    assert "below the physical floor" in timing_problem(too_fast, floor_s=5e-6)
+    # case medians: honest H200 numbers pass, hidden work larger than the measured part fails
+    assert tail_problem([19e-6, 25e-6, 110e-6], [15e-6, 16e-6, 15e-6]) is None
+    assert tail_problem([86e-6] * 5, [604e-6] * 5) is None
+    assert "median 70 µs after the end event" in tail_problem([70e-6] * 5, [30e-6] * 5)

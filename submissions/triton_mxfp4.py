@@ -1,0 +1,367 @@
+"""MLA decode attention (DeepSeek absorbed form) over an MXFP4 KV cache, in Triton.
+
+The problem
+-----------
+Every query row carries 16 heads of 576 dims (512 "latent" + 64 "rope"). All 16 heads attend to one
+shared KV head. Per sequence b (query rows qo_indptr[b]:qo_indptr[b+1], cache rows
+kv_indptr[b]:kv_indptr[b+1]):
+
+    out[q, h] = softmax(q[q, h] . K^T * sm_scale) @ K[:, :512]
+
+Here the cache is OCP MXFP4: each row of 576 values is 288 bytes of 4-bit e2m1 codes, two per
+byte (low nibble = even element, high nibble = odd element; codes 0..7 are
+0, 0.5, 1, 1.5, 2, 3, 4, 6 and bit 3 is the sign), plus one e8m0 exponent per block of 32
+elements (18 per row; value = 2**(e - 127)). The scale tensor may be padded in both dims, so it is
+read through its own row stride. Only kv_data["mxfp4"] is read: about 306 bytes per cache row
+instead of 1152 for bf16.
+
+Why the kernel looks the way it does
+------------------------------------
+Decode attention reads the whole KV cache once and does little arithmetic per byte, so the aim is
+to read every cache byte exactly once with the whole GPU busy, and to keep the decoding cheap:
+
+* The 4-bit codes are decoded in registers, never into a bf16 copy in memory. Shifting the sign
+  to bit 15 and the three magnitude bits to bits 9..11 of an fp16 gives exactly e2m1 * 2**-14
+  (code 1 lands on an fp16 subnormal, which fp16 -> fp32 conversion keeps exactly), so the code
+  table is two shifts and an or. The block exponent becomes an fp32 power of two, 2**(e-127+14),
+  built from its bits, which also cancels the 2**-14; one multiply per element applies both.
+* No interleaving shuffle: a byte holds elements 2i and 2i+1, so the low nibbles of a tile form
+  the even-indexed columns and the high nibbles the odd ones. The query is loaded once split the
+  same way, q.K^T = q_even.K_even^T + q_odd.K_odd^T, and P.V is accumulated as two 256-column
+  halves written back to the even and odd output columns.
+* Register double buffering: the raw bytes (and exponents) of the next tile are loaded before
+  the current tile is decoded, so a load is always in flight while the ALUs decode.
+* One program handles all 16 heads of a query row (the M=16 side of both matrix products), so a
+  KV tile is decoded once and used by every head, and its 512 latent dims are used both as key
+  part and as value.
+* Split-K ("flash decoding"): with few sequences there are too few programs to fill the GPU, so
+  each sequence's KV range is cut into NUM_SPLITS chunks handled by separate programs. Each writes
+  a partial result (its output normalised by its own softmax sum, and the log-sum-exp) to a cached
+  fp32 workspace, and a small second kernel merges the splits. With enough sequences the plan
+  uses one split and the first kernel writes the bf16 output directly (one launch). The split
+  count comes from the SM count, the average KV length and a cap on the partials' traffic.
+* With q_seq_len > 1 a program takes up to Q_ROWS_PER_PROGRAM query rows of a sequence at once
+  (M = 16 x rows), so their shared KV rows are read once for all of them.
+* Lengths are ragged and only the device knows them: the host plans from the average length
+  total_kv / batch (no synchronisation), every program reads its own bounds from kv_indptr, and a
+  program whose chunk lies past its sequence's end writes a neutral partial (lse = -inf, zeros).
+* Online softmax in base 2: sm_scale * log2(e) is folded into one multiplier.
+* One kernel source for GPU and for Triton's CPU interpreter. The interpreter computes bf16 dots
+  and bf16 arithmetic wrongly, so the matrix-product operand type is a constexpr: bf16 on GPUs,
+  fp32 in the interpreter. Decoding and softmax arithmetic are fp32 everywhere.
+
+The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
+(batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
+
+Measured (one H200, Triton 3.6, L2 flushed before each call, medians over a few runs): 128 x 8192
+q_seq_len 1 in 666-779 us and 32 x 8192 in 224-274 us, against 76 / 19 us for the bytes alone.
+Decoding takes about 8 integer/float operations per element (counted in the source, not
+profiled) and the compiled kernel sits at 255 registers, so it is most likely issue- and
+register-bound; cheaper decoding (several nibbles per 32-bit operation) and fewer registers are
+the open steps.
+"""
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+# ---------------------------------------------------------------------------------------------
+# Tuning knobs (adjust here; everything below reads them).
+# ---------------------------------------------------------------------------------------------
+# Measured on one H200 with Triton 3.6 (see the module docstring); block_n >= 16 (the K dim of
+# P.V), and block_n * 576 * element size * num_stages must fit in shared memory.
+LAUNCH = {                   # (query rows per program, long sequences?) -> tile and launch shape
+    (1, False): dict(block_n=32, num_warps=4, num_stages=2),
+    (1, True): dict(block_n=32, num_warps=4, num_stages=2),
+    (2, False): dict(block_n=64, num_warps=8, num_stages=2),
+    (2, True): dict(block_n=64, num_warps=8, num_stages=2),
+    (4, False): dict(block_n=64, num_warps=8, num_stages=2),
+    (4, True): dict(block_n=64, num_warps=8, num_stages=2),
+}
+LONG_KV = 4096               # average KV rows per sequence from which the "long" settings apply
+Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_seq_len > 1 ...
+MULTI_ROW_MIN_BATCH = 32     # ... used only with at least this many sequences
+MULTI_ROW_MIN_KV = LONG_KV   # ... and at least this average KV length; else 1 row per program
+PROGRAMS_PER_SM = 2          # split-K aims for about this many programs per SM
+MIN_TILES_PER_SPLIT = 2      # never split so finely that a chunk holds fewer tiles than this
+MAX_SPLITS = 64
+PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add at most this many
+                             # bytes per cache byte read; caps splits when q_seq_len > 1
+KV_ROW_BYTES = 306           # one cache row: 288 packed bytes + 18 exponents
+COMBINE_BLOCK_ELEMS = 8192   # splits x value-dims handled by one combine program
+CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpreter
+# On AMD GPUs (torch.version.hip) every shape uses this smaller tile (MI300/MI355X have 64-160 KB
+# of LDS per CU) plus AMD-only compiler options. Not yet run on AMD hardware.
+AMD_LAUNCH = dict(block_n=32, num_warps=4, num_stages=2)
+AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
+
+NUM_HEADS = 16
+D_NOPE = 512                 # latent dims: the value, and the first part of the key
+D_ROPE = 64                  # rope dims: the rest of the key
+MX_BLOCK = 32                # elements per shared e8m0 exponent
+LOG2E = 1.4426950408889634
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding helpers (inlined into the kernel).
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def _e2m1_times(code, scale):
+    """4-bit e2m1 codes (uint16 holding 0..15) times fp32 scales, in fp32.
+
+    fp16 with the sign in bit 15 and the magnitude code in bits 9..11 is exactly e2m1 * 2**-14;
+    the caller's scale carries the compensating 2**14."""
+    bits = ((code & 8) << 12) | ((code & 7) << 9)
+    return bits.to(tl.float16, bitcast=True).to(tl.float32) * scale
+
+
+@triton.jit
+def _load_fp4_raw(packed_ptr, scale_ptr, kv_row, kv_end, byte_col,
+                  stride_packed_row, stride_scale_row, MX_BLOCK: tl.constexpr):
+    """Bytes byte_col of cache rows kv_row, and for each byte its block's e8m0 exponent.
+
+    Rows at or past kv_end read as zeros. A byte holds elements 2c and 2c+1, both in block
+    (2c) // 32 = c // 16, so the exponent is gathered per byte (repeated addresses hit L1)."""
+    n_ok = (kv_row < kv_end)[:, None]
+    packed = tl.load(packed_ptr + kv_row[:, None] * stride_packed_row + byte_col[None, :],
+                     mask=n_ok, other=0)
+    exponent = tl.load(scale_ptr + kv_row[:, None] * stride_scale_row + (byte_col // (MX_BLOCK // 2))[None, :],
+                       mask=n_ok, other=0)
+    return packed, exponent
+
+
+@triton.jit
+def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr):
+    """Packed bytes and their exponents -> (even elements, odd elements) as DOT_DTYPE."""
+    scale = ((exponent.to(tl.int32) + 14) << 23).to(tl.float32, bitcast=True)   # 2**(e - 127) * 2**14
+    packed = packed.to(tl.uint16)
+    even = _e2m1_times(packed & 0xF, scale).to(DOT_DTYPE)
+    odd = _e2m1_times(packed >> 4, scale).to(DOT_DTYPE)
+    return even, odd
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel 1: attention of a group of query rows over one chunk of its sequence's KV rows.
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def _mla_decode_kernel(
+    q_ptr, packed_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr,
+    out_ptr, part_out_ptr, part_lse_ptr,
+    qk_scale,                                    # sm_scale * log2(e)
+    stride_q_row, stride_q_head, stride_packed_row, stride_scale_row,
+    NUM_HEADS: tl.constexpr, D_NOPE: tl.constexpr, D_ROPE: tl.constexpr, MX_BLOCK: tl.constexpr,
+    Q_ROWS: tl.constexpr, Q_GROUPS: tl.constexpr,
+    NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+):
+    M: tl.constexpr = Q_ROWS * NUM_HEADS
+    HALF_NOPE: tl.constexpr = D_NOPE // 2        # bytes (= even or odd elements) of the latent part
+    HALF_ROPE: tl.constexpr = D_ROPE // 2
+    seq = tl.program_id(0) // Q_GROUPS
+    group = tl.program_id(0) % Q_GROUPS
+    split = tl.program_id(1)
+
+    # This program's KV chunk: the sequence's range cut into NUM_SPLITS tile-aligned pieces.
+    kv_start = tl.load(kv_indptr_ptr + seq)
+    kv_end = tl.load(kv_indptr_ptr + seq + 1)
+    chunk = tl.cdiv(tl.cdiv(kv_end - kv_start, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk_start = kv_start + split * chunk
+    chunk_end = tl.minimum(chunk_start + chunk, kv_end)
+
+    offs_m = tl.arange(0, M)                     # row m = (query row m // 16, head m % 16)
+    byte_nope = tl.arange(0, HALF_NOPE)          # byte c holds elements 2c (low) and 2c+1 (high)
+    byte_rope = HALF_NOPE + tl.arange(0, HALF_ROPE)
+    offs_n = tl.arange(0, BLOCK_N)
+
+    # Query rows of this sequence, Q_ROWS at a time; groups interleave so that uniform q_seq_len
+    # <= Q_ROWS * Q_GROUPS means exactly one pass per program.
+    q_start = tl.load(qo_indptr_ptr + seq)
+    q_end = tl.load(qo_indptr_ptr + seq + 1)
+    for q0 in range(q_start + group * Q_ROWS, q_end, Q_GROUPS * Q_ROWS):
+        q_row = q0 + offs_m // NUM_HEADS
+        head = offs_m % NUM_HEADS
+        row_ok = q_row < q_end
+        q_base = q_ptr + q_row[:, None] * stride_q_row + head[:, None] * stride_q_head
+        # The query split into even and odd columns, matching the low and high nibbles.
+        q_nope_even = tl.load(q_base + 2 * byte_nope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+        q_nope_odd = tl.load(q_base + 2 * byte_nope[None, :] + 1, mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+        q_rope_even = tl.load(q_base + 2 * byte_rope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+        q_rope_odd = tl.load(q_base + 2 * byte_rope[None, :] + 1, mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+
+        m_i = tl.full([M], float("-inf"), tl.float32)    # running max (log2 units)
+        l_i = tl.zeros([M], tl.float32)                  # running softmax denominator
+        acc_even = tl.zeros([M, HALF_NOPE], tl.float32)  # running numerator . V, even columns
+        acc_odd = tl.zeros([M, HALF_NOPE], tl.float32)   # ... and odd columns
+
+        # Register double buffering: the raw bytes of the next tile are requested before the
+        # current tile is decoded and used, so a load is always in flight while the ALUs decode.
+        raw_nope, exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, byte_nope,
+                                           stride_packed_row, stride_scale_row, MX_BLOCK)
+        raw_rope, exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, byte_rope,
+                                           stride_packed_row, stride_scale_row, MX_BLOCK)
+        for n0 in range(chunk_start, chunk_end, BLOCK_N):
+            n_ok = n0 + offs_n < chunk_end
+            next_row = n0 + BLOCK_N + offs_n
+            next_raw_nope, next_exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, byte_nope,
+                                                         stride_packed_row, stride_scale_row, MX_BLOCK)
+            next_raw_rope, next_exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, byte_rope,
+                                                         stride_packed_row, stride_scale_row, MX_BLOCK)
+            # Decode the tile once: its 512 latent dims serve as key part and as value.
+            k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE)
+            k_rope_even, k_rope_odd = _decode_fp4(raw_rope, exp_rope, DOT_DTYPE)
+
+            s = tl.dot(q_nope_even, tl.trans(k_nope_even))
+            s = tl.dot(q_nope_odd, tl.trans(k_nope_odd), s)
+            s = tl.dot(q_rope_even, tl.trans(k_rope_even), s)
+            s = tl.dot(q_rope_odd, tl.trans(k_rope_odd), s)
+            s = tl.where(n_ok[None, :], s * qk_scale, float("-inf"))
+
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            p = p.to(DOT_DTYPE)
+            acc_even = tl.dot(p, k_nope_even, acc_even * alpha[:, None])
+            acc_odd = tl.dot(p, k_nope_odd, acc_odd * alpha[:, None])
+            m_i = m_new
+            raw_nope, exp_nope, raw_rope, exp_rope = next_raw_nope, next_exp_nope, next_raw_rope, next_exp_rope
+
+        # A program with no KV rows keeps l = 0: its output is 0 and its lse is -inf.
+        has_rows = l_i > 0.0
+        inv_l = 1.0 / tl.where(has_rows, l_i, 1.0)
+        out_even = acc_even * inv_l[:, None]
+        out_odd = acc_odd * inv_l[:, None]
+        out_row = q_row * NUM_HEADS + head           # rows of the contiguous (total_q*16, .) output
+        col_even = 2 * byte_nope[None, :]
+        if NUM_SPLITS == 1:
+            o_ptrs = out_ptr + out_row[:, None] * D_NOPE + col_even
+            tl.store(o_ptrs, out_even.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+            tl.store(o_ptrs + 1, out_odd.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+        else:
+            part_row = out_row * NUM_SPLITS + split
+            lse = tl.where(has_rows, m_i + tl.log2(tl.where(has_rows, l_i, 1.0)), float("-inf"))
+            tl.store(part_lse_ptr + part_row, lse, mask=row_ok)
+            p_ptrs = part_out_ptr + part_row[:, None] * D_NOPE + col_even
+            tl.store(p_ptrs, out_even, mask=row_ok[:, None])
+            tl.store(p_ptrs + 1, out_odd, mask=row_ok[:, None])
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel 2: merge the NUM_SPLITS partial results of each (query row, head).
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def _combine_splits_kernel(
+    part_out_ptr, part_lse_ptr, out_ptr,
+    NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    D_V: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    row = tl.program_id(0)                       # query row * 16 + head
+    offs_dv = tl.program_id(1) * BLOCK_DV + tl.arange(0, BLOCK_DV)
+    offs_s = tl.arange(0, SPLITS_POW2)
+    s_ok = offs_s < NUM_SPLITS
+
+    lse = tl.load(part_lse_ptr + row * NUM_SPLITS + offs_s, mask=s_ok, other=float("-inf"))
+    lse_max = tl.max(lse, 0)
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)   # empty sequence: all -inf
+    weight = tl.exp2(lse - lse_max)                              # 0 for empty splits
+    parts = tl.load(part_out_ptr + (row * NUM_SPLITS + offs_s)[:, None] * D_V + offs_dv[None, :],
+                    mask=s_ok[:, None], other=0.0)
+    total = tl.sum(weight, 0)
+    out = tl.sum(parts * weight[:, None], 0) / tl.where(total > 0.0, total, 1.0)
+    tl.store(out_ptr + row * D_V + offs_dv, out.to(out_ptr.dtype.element_ty))
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch plan: everything that depends only on shapes, computed once per shape.
+# ---------------------------------------------------------------------------------------------
+_PLANS = {}
+
+
+def _interpreted(device: torch.device) -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1" or device.type == "cpu"
+
+
+def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) -> dict:
+    interpreted = _interpreted(device)
+    slots = CPU_PROGRAM_SLOTS if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
+    avg_q = max(1, -(-total_q // max(batch, 1)))
+    avg_kv = total_kv / max(batch, 1)           # the host cannot know the longest without a sync
+    multi_row = batch >= MULTI_ROW_MIN_BATCH and avg_kv >= MULTI_ROW_MIN_KV
+    q_rows = min(Q_ROWS_PER_PROGRAM if multi_row else 1, triton.next_power_of_2(avg_q))
+    q_groups = -(-avg_q // q_rows)
+    programs = max(batch * q_groups, 1)
+    amd = bool(torch.version.hip) and not interpreted
+    launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
+    block_n = launch["block_n"]
+
+    # Split-K: enough programs to fill the GPU, but each chunk keeps a few tiles of work.
+    splits = -(-slots * PROGRAMS_PER_SM // programs)
+    partial_bytes = 2 * avg_q * NUM_HEADS * (D_NOPE + 1) * 4     # per split and sequence
+    splits = min(splits, int(avg_kv // (block_n * MIN_TILES_PER_SPLIT)), MAX_SPLITS,
+                 int(PARTIAL_LIMIT * avg_kv * KV_ROW_BYTES / partial_bytes))
+    splits = max(1, splits)
+
+    plan = dict(
+        grid=(programs, splits),
+        q_rows=q_rows, q_groups=q_groups, splits=splits,
+        dot_dtype=tl.float32 if interpreted else tl.bfloat16,
+        block_n=block_n,
+        options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
+    )
+    if amd:
+        plan["options"].update(AMD_LAUNCH_OPTIONS)
+    if splits > 1:
+        splits_pow2 = triton.next_power_of_2(splits)
+        block_dv = max(16, min(D_NOPE, COMBINE_BLOCK_ELEMS // splits_pow2))
+        plan.update(
+            part_out=torch.empty(total_q * NUM_HEADS * splits, D_NOPE, dtype=torch.float32, device=device),
+            part_lse=torch.empty(total_q * NUM_HEADS * splits, dtype=torch.float32, device=device),
+            splits_pow2=splits_pow2, block_dv=block_dv,
+            combine_grid=(total_q * NUM_HEADS, D_NOPE // block_dv),
+        )
+    else:
+        plan.update(part_out=None, part_lse=None)
+    return plan
+
+
+def custom_kernel(data) -> torch.Tensor:
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    packed, scales = kv_data["mxfp4"]
+    packed = packed.view(torch.uint8)            # may arrive as a 4-bit x2 dtype
+    scales = scales.view(torch.uint8)            # e8m0 bytes; (rows_padded, cols_padded), row stride used
+    if scales.dim() != 2:
+        scales = scales.reshape(scales.shape[0], -1)
+    total_q, total_kv, batch = q.shape[0], packed.shape[0], qo_indptr.shape[0] - 1
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    sm_scale = config.get("sm_scale", 1.0 / math.sqrt(D_NOPE + D_ROPE))
+
+    key = (batch, total_q, total_kv, q.device)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _make_plan(batch, total_q, total_kv, q.device)
+
+    out = torch.empty(total_q, NUM_HEADS, D_NOPE, dtype=torch.bfloat16, device=q.device)
+    if total_q == 0 or batch == 0:
+        return out
+    _mla_decode_kernel[plan["grid"]](
+        q, packed, scales, qo_indptr, kv_indptr,
+        out, plan["part_out"], plan["part_lse"],
+        sm_scale * LOG2E,
+        q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
+        NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, MX_BLOCK=MX_BLOCK,
+        Q_ROWS=plan["q_rows"], Q_GROUPS=plan["q_groups"],
+        NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
+        DOT_DTYPE=plan["dot_dtype"],
+        **plan["options"],
+    )
+    if plan["splits"] > 1:
+        _combine_splits_kernel[plan["combine_grid"]](
+            plan["part_out"], plan["part_lse"], out,
+            NUM_SPLITS=plan["splits"], SPLITS_POW2=plan["splits_pow2"],
+            D_V=D_NOPE, BLOCK_DV=plan["block_dv"],
+        )
+    return out
