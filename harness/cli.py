@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help="time budget per benchmark case (default: task.yml timing.max_seconds)")
     p.add_argument("--seed", type=int, help="fix the run's secret seed (default: a fresh random one per run)")
+    p.add_argument("--json", metavar="PATH", help="write every number shown to a JSON file")
+    p.add_argument("--csv", metavar="PATH", help="write every number shown to a CSV file")
+    p.add_argument("--markdown", metavar="PATH", help="write every number shown to a Markdown file")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -123,14 +126,17 @@ def _run(args: argparse.Namespace) -> int:
             if result.error:
                 report.console.print(f"[red]FAIL[/] {result.name}: {result.error}")
             else:
-                report.console.print(report.submission_table(result, problem.label))
+                report.console.print(report.submission_table(result, problem.label, bandwidth))
         if args.mode == "leaderboard" and len(submissions) > 1:
             report.err_console.print(report.one_line(result, problem.label))
         if not result.ok:
             report.err_console.print(f"  worker log: {result.log}")
     store.finish_run(run_id)
     if args.mode == "leaderboard":
-        report.console.print(report.leaderboard_table(results, problem.label, device.describe()))
+        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth))
+    meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
+            "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, **versions()}
+    report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
     return 0 if all(r.ok for r in results) else 1
 

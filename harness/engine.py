@@ -22,7 +22,7 @@ import torch
 from harness.device import DeviceInfo, synchronize
 from harness.problem import Problem
 from harness.sandbox import Sandbox, WorkerFailure
-from harness.scan import ScanResult, scan
+from harness.scan import ScanResult, declared_variant, scan
 from harness.spec import Case
 from harness.timing import CallTiming, Stats, should_stop, summarize
 from harness.verdict import Verdict, judge, tensors
@@ -40,6 +40,8 @@ class CaseResult:
     device: Optional[Stats] = None  # device time per call (benchmark cases)
     host: Optional[Stats] = None    # host time per call
     tail: Optional[Stats] = None    # device-wide synchronize after each timed call (other streams)
+    bytes: Optional[int] = None     # bytes the submission's variant must move at least (roofline)
+    warnings: tuple[str, ...] = ()  # why the numbers may be unreliable
     profile: str = ""
     args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
 
@@ -53,10 +55,19 @@ class SubmissionResult:
     cases: list[CaseResult] = dataclasses.field(default_factory=list)
     log: str = ""
     scan: ScanResult = ScanResult("not scanned", ())
+    variant: str = ""    # the input variant it reads (KV format), for the roofline
 
     @property
     def name(self) -> str:
         return Path(self.path).name
+
+    def geomean_roofline(self, bandwidth: Optional[float]) -> Optional[float]:
+        """Geometric mean over benchmark cases of achieved bytes/s over the device's bandwidth."""
+        fractions = [c.bytes / c.device.median / bandwidth for c in self.cases
+                     if c.kind == "benchmark" and c.ok and c.device and c.bytes and bandwidth]
+        if not self.ok or not fractions:
+            return None
+        return math.exp(sum(math.log(f) for f in fractions) / len(fractions))
 
     def geomean_us(self) -> Optional[float]:
         times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
@@ -112,7 +123,8 @@ class RunContext:
 def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress) -> SubmissionResult:
     problem, small = ctx.problem, ctx.small
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
-                              log=str(ctx.log_dir / f"{path.stem}.log"), scan=scan(path))
+                              log=str(ctx.log_dir / f"{path.stem}.log"), scan=scan(path),
+                              variant=declared_variant(path, problem.spec.kv_formats))
     tests = problem.spec.cases("test", small)
     benchmarks = problem.spec.cases("benchmark", small)
     plan: list[tuple[Case, str]] = []
@@ -139,7 +151,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
                 if action == "test":
                     outcome = _test_case(box, ctx, case)
                 elif action == "benchmark":
-                    outcome = _benchmark_case(box, ctx, case, progress)
+                    outcome = _benchmark_case(box, ctx, case, result.variant, progress)
                 else:
                     outcome = _profile_case(box, ctx, case)
             except WorkerFailure as exc:
@@ -218,10 +230,11 @@ def _test_case(box: Sandbox, ctx: RunContext, case: Case) -> CaseResult:
     return _result(case, verdict.ok, verdict.reason)
 
 
-def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, progress: Progress) -> CaseResult:
+def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, progress: Progress) -> CaseResult:
     timing = ctx.problem.spec.timing
     deadline = time.monotonic() + ctx.problem.spec.timeouts.benchmark_case
     inputs = _Inputs(box, ctx, case)
+    moved = ctx.problem.bytes_moved(inputs.pristine).get(variant)
     # Warm-up (compilation, autotuning), a secret number of extra calls so a submission cannot
     # count its way to the first timed call; every output is checked.
     for _ in range(timing.warmup_calls + secrets.randbelow(3)):
@@ -245,8 +258,23 @@ def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, progress: Progres
     issue = tail_problem(tails, device_times)
     if issue:
         return _result(case, False, issue)
-    return _result(case, True, verdict.reason, device=summarize(device_times), host=summarize(host_times),
-                   tail=summarize(tails))
+    device = summarize(device_times)
+    return _result(case, True, verdict.reason, device=device, host=summarize(host_times),
+                   tail=summarize(tails), bytes=moved,
+                   warnings=noise_warnings(device, time.monotonic() - start, timing.max_seconds, timing.target_rel_ci))
+
+
+NOISY_STD = 0.10  # std above 10% of the median
+
+
+def noise_warnings(stats: Stats, elapsed: float, budget: float, target_rel_ci: float) -> tuple[str, ...]:
+    """Why a case's median may not be trustworthy: large spread, or the budget ran out first."""
+    out = []
+    if stats.median > 0 and stats.std / stats.median > NOISY_STD:
+        out.append(f"noisy: std is {stats.std / stats.median:.0%} of the median")
+    if stats.ci_rel > target_rel_ci and elapsed >= budget:
+        out.append(f"time budget hit: 95% CI of the median ±{stats.ci_rel:.1%} (target ±{target_rel_ci:.0%})")
+    return tuple(out)
 
 
 def _profile_case(box: Sandbox, ctx: RunContext, case: Case) -> CaseResult:

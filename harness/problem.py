@@ -61,11 +61,15 @@ class Problem:
             return custom(args)
         return ",".join(str(v) for k, v in args.items() if k != "seed" and not isinstance(v, list))
 
-    def min_bytes(self, data: Any) -> Optional[int]:
-        """The fewest bytes a legitimate kernel must move for `data` (the task's `bytes_moved`,
-        minimised over the formats it may read), or None if the task does not say."""
+    def bytes_moved(self, data: Any) -> dict[str, int]:
+        """Least bytes a kernel must move for `data`, per input variant (the task's optional
+        `bytes_moved`; empty if it has none)."""
         fn = getattr(self.reference, "bytes_moved", None)
-        return min(fn(data).values()) if callable(fn) else None
+        return dict(fn(data)) if callable(fn) else {}
+
+    def min_bytes(self, data: Any) -> Optional[int]:
+        """The fewest bytes any legitimate kernel must move for `data`, or None if unknown."""
+        return min(self.bytes_moved(data).values(), default=None)
 
     def layout(self, data: Any) -> tuple[tuple[int, ...], torch.dtype]:
         return self.reference.output_layout(data)

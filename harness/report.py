@@ -50,38 +50,62 @@ def _status(ok: bool) -> str:
     return "[green]pass[/]" if ok else "[red]FAIL[/]"
 
 
-def submission_table(result: SubmissionResult, label: Callable[[dict], str]) -> Table:
+def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
+    """Every number shown for a case, in one place (tables and exports read it)."""
+    d = c.device.us if c.device else {}
+    gbps = c.bytes / c.device.median / 1e9 if c.device and c.bytes else None
+    return {
+        "median_us": d.get("median"), "mean_us": d.get("mean"), "std_us": d.get("std"),
+        "min_us": d.get("min"), "max_us": d.get("max"), "runs": c.device.runs if c.device else None,
+        "ci95_rel": c.device.ci_rel if c.device else None,
+        "host_us": c.host.median * 1e6 if c.host else None, "tail_us": c.tail.median * 1e6 if c.tail else None,
+        "bytes": c.bytes, "gbps": gbps,
+        "pct_bandwidth": gbps * 1e9 / bandwidth * 100 if gbps and bandwidth else None,
+    }
+
+
+def _num(x: Optional[float], fmt: str = "{:,.0f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def submission_table(result: SubmissionResult, label: Callable[[dict], str],
+                     bandwidth: Optional[float] = None) -> Table:
     """Per-case detail for one submission (test / benchmark modes)."""
     timed = any(c.device for c in result.cases)
-    table = Table(title=f"{result.name}  ·  static scan: {result.scan.summary()}", title_justify="left")
+    table = Table(title=f"{result.name}  ·  reads {result.variant or '?'}  ·  static scan: {result.scan.summary()}",
+                  title_justify="left")
     table.add_column("case")
     table.add_column("status")
     if timed:
-        for col in ("median µs", "mean µs", "std µs", "min µs", "max µs", "runs", "host µs", "sync tail µs"):
+        for col in ("median µs", "mean µs", "std µs", "min µs", "max µs", "runs", "host µs", "sync tail µs",
+                    "GB/s", "% of BW"):
             table.add_column(col, justify="right")
     table.add_column("detail", overflow="fold")
     for c in result.cases:
         cells = [f"{c.kind} {_case_label(c, label)}", _status(c.ok)]
         if timed:
-            d = c.device.us if c.device else {}
-            cells += [_us(d.get(k)) for k in ("median", "mean", "std", "min", "max")]
-            cells += [str(c.device.runs) if c.device else "-", _us(c.host.median * 1e6) if c.host else "-",
-                      _us(c.tail.median * 1e6) if c.tail else "-"]
-        table.add_row(*cells, c.reason)
+            n = case_numbers(c, bandwidth)
+            cells += [_us(n[k]) for k in ("median_us", "mean_us", "std_us", "min_us", "max_us")]
+            cells += [_num(n["runs"]), _us(n["host_us"]), _us(n["tail_us"]), _num(n["gbps"]),
+                      _num(n["pct_bandwidth"], "{:.0f}%")]
+        detail = c.reason + "".join(f"\n[yellow]⚠ {w}[/]" for w in c.warnings)
+        table.add_row(*cells, detail)
     return table
 
 
-def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str) -> Table:
+def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
+                      bandwidth: Optional[float] = None) -> Table:
     """Ranked: passing submissions by geomean of per-case medians, then failures with their reason."""
     ranked = sorted(results, key=lambda r: (r.geomean_us() is None, r.geomean_us() or 0.0, r.name))
     bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
     columns = [c for c in bench_cases if c.kind == "benchmark"]
-    table = Table(title=f"Leaderboard on {device} (µs, median device time per call; rank by geometric mean)",
-                  title_justify="left")
+    table = Table(title=f"Leaderboard on {device} (µs, median device time per call; rank by geometric mean; "
+                        "⚠ = noisy, see the per-case table or exports)", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("submission")
     table.add_column("status")
     table.add_column("geomean µs", justify="right", style="bold")
+    table.add_column("geomean % of BW", justify="right")
     for c in columns:
         table.add_column(_case_label(c, label), justify="right")
     table.add_column("static scan (review)", overflow="fold")
@@ -91,10 +115,11 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
         cells = []
         for col in columns:
             c = by_case.get(("benchmark", col.index))
-            cells.append(_us(c.device.median * 1e6) if c and c.ok and c.device else "[red]x[/]" if c else "-")
-        geo = r.geomean_us()
-        table.add_row(str(rank) if geo is not None else "-", r.name, _status(r.ok), _us(geo), *cells,
-                      _scan_cell(r), _failure_reason(r, label))
+            mark = "[yellow]⚠[/]" if c and c.warnings else ""
+            cells.append(_us(c.device.median * 1e6) + mark if c and c.ok and c.device else "[red]x[/]" if c else "-")
+        geo, roof = r.geomean_us(), r.geomean_roofline(bandwidth)
+        table.add_row(str(rank) if geo is not None else "-", r.name, _status(r.ok), _us(geo),
+                      _num(roof * 100 if roof else None, "{:.0f}%"), *cells, _scan_cell(r), _failure_reason(r, label))
     return table
 
 
@@ -149,3 +174,56 @@ def selftest_table(rows: Sequence[Any], label: Callable[[dict], str], policy: st
         table.add_row(f"{r.case.kind} {label(r.case.args)}", _status(r.ok), f"{r.worst_honest[0]:.3f}",
                       r.worst_honest[1], f"{r.best_null[0]:.2f}", r.best_null[1], ", ".join(r.wrong))
     return table
+
+
+# ---------------------------------------------------------------- exports
+def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str],
+                bandwidth: Optional[float]) -> list[dict[str, Any]]:
+    """One flat row per submission × case with every number the tables show."""
+    rows = []
+    for r in results:
+        roof = r.geomean_roofline(bandwidth)
+        base = {"submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
+                "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
+                "static_scan": r.scan.summary(), "error": r.error}
+        if not r.cases:
+            rows.append({**base, "kind": None, "case": None})
+        for c in r.cases:
+            rows.append({**base, "kind": c.kind, "case": _case_label(c, label), "case_ok": c.ok,
+                         **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason})
+    return rows
+
+
+def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], str], bandwidth: Optional[float],
+                  meta: dict[str, Any], json_path: Optional[str] = None, csv_path: Optional[str] = None,
+                  markdown_path: Optional[str] = None) -> None:
+    import csv
+    import json
+    from pathlib import Path
+
+    rows = export_rows(results, label, bandwidth)
+    if json_path:
+        Path(json_path).write_text(json.dumps({"run": meta, "rows": rows}, indent=2, default=str))
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
+            writer.writeheader()
+            writer.writerows(rows)
+    if markdown_path:
+        Path(markdown_path).write_text(_markdown(rows, meta))
+
+
+def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    cols = ["submission", "passed", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
+            "median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
+            "pct_bandwidth", "warnings", "detail"]
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
+        return "" if v is None else str(v).replace("|", "\\|")
+
+    head = " · ".join(f"{k}: {v}" for k, v in meta.items())
+    lines = [f"Run: {head}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ are recorded and shown beside the verdict; they never change it: the runtime def
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from pathlib import Path
 
@@ -20,6 +21,23 @@ class ScanResult:
             return self.classification
         names = sorted({f.split(" ", 1)[0] for f in self.flags})
         return f"{self.classification}: {', '.join(names)}"
+
+
+def declared_variant(path: Path, variants: list[str]) -> str:
+    """Which input variant (for this task: the KV format) a submission reads, from its source,
+    without running it: a top-level `KV_FORMAT = "fp8"` if present, else the one variant named in
+    a subscript such as `kv_data["fp8"]`, else the first variant (the widest)."""
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except SyntaxError:
+        return variants[0]
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "KV_FORMAT" for t in node.targets)
+                and isinstance(node.value, ast.Constant) and node.value.value in variants):
+            return node.value.value
+    used = {n.slice.value for n in ast.walk(tree)
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value in variants}
+    return used.pop() if len(used) == 1 else variants[0]
 
 
 def scan(path: Path) -> ScanResult:

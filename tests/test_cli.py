@@ -80,3 +80,35 @@ def test_static_scan_flags_for_review_without_blocking(tmp_path, capsys):
     db = sqlite3.connect(tmp_path / "r.db")
     scan, flags = db.execute("SELECT scan, flags FROM submissions WHERE name = 'prints_results.py'").fetchone()
     assert scan == "hacked" and any("FAKE_BENCHMARK_EMIT" in f for f in json.loads(flags))
+
+
+def test_exports_hold_every_number(tmp_path):
+    import csv
+    import json
+
+    paths = {ext: tmp_path / f"r.{ext}" for ext in ("json", "csv", "md")}
+    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.5", "--submission", str(ROOT / "submissions" / "torch_batched.py"),
+               "--json", str(paths["json"]), "--csv", str(paths["csv"]), "--markdown", str(paths["md"]))
+    assert code == 0
+    doc = json.loads(paths["json"].read_text())
+    assert doc["run"]["mode"] == "benchmark" and len(doc["rows"]) == 3
+    row = doc["rows"][0]
+    for key in ("median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "gbps", "bytes",
+                "geomean_us", "reads", "warnings", "detail"):
+        assert key in row
+    assert row["reads"] == "bf16" and row["median_us"] > 0 and row["bytes"] > 0
+    rows = list(csv.DictReader(paths["csv"].open()))
+    assert [r["case"] for r in rows] == [r["case"] for r in doc["rows"]]
+    assert float(rows[0]["median_us"]) == pytest.approx(row["median_us"])
+    md = paths["md"].read_text()
+    assert "| torch_batched.py |" in md and "median_us" in md
+
+
+def test_variant_detection(tmp_path):
+    from harness.scan import declared_variant
+
+    formats = ["bf16", "fp8", "mxfp4"]
+    (tmp_path / "a.py").write_text('KV_FORMAT = "mxfp4"\n')
+    (tmp_path / "b.py").write_text('def custom_kernel(d):\n    kv, s = d[1]["fp8"]\n')
+    (tmp_path / "c.py").write_text('def custom_kernel(d):\n    return d[1]["fp8"], d[1]["bf16"]\n')
+    assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "abc"] == ["mxfp4", "fp8", "bf16"]

@@ -65,3 +65,15 @@ def test_timing_integrity_rules():
     assert tail_problem([19e-6, 25e-6, 110e-6], [15e-6, 16e-6, 15e-6]) is None
     assert tail_problem([86e-6] * 5, [604e-6] * 5) is None
     assert "median 70 µs after the end event" in tail_problem([70e-6] * 5, [30e-6] * 5)
+
+
+def test_noise_warnings():
+    from harness.engine import noise_warnings
+    from harness.timing import summarize
+
+    steady = summarize([10.0, 10.1, 9.9, 10.0, 10.05] * 4)
+    assert noise_warnings(steady, elapsed=1.0, budget=5.0, target_rel_ci=0.01) == ()
+    noisy = summarize([10.0, 30.0, 5.0, 12.0, 20.0])
+    warnings = noise_warnings(noisy, elapsed=5.0, budget=5.0, target_rel_ci=0.01)
+    assert any(w.startswith("noisy: std is") for w in warnings)
+    assert any(w.startswith("time budget hit") for w in warnings)
