@@ -25,6 +25,9 @@ class UsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="eval.py", description="Evaluate MLA decode kernels: correctness, timing, a local leaderboard.")
+    p.add_argument("popcorn_mode", nargs="?", metavar="MODE",
+                   help="GPU MODE's positional form: `eval.py MODE TESTFILE` (popcorn protocol, needs POPCORN_FD)")
+    p.add_argument("testfile", nargs="?", metavar="TESTFILE", help="cases as GPU MODE writes them: key: value; ...")
     p.add_argument("--mode", default="leaderboard",
                    help="test | benchmark | leaderboard | profile | selftest (default: leaderboard)")
     p.add_argument("--submission", action="append", default=[], metavar="PATH",
@@ -53,6 +56,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        if args.popcorn_mode is not None:
+            if argv is None:  # a real command line: it can be run again without the secrets in its environment
+                from harness.popcorn import hide_secrets_and_reexec
+                hide_secrets_and_reexec(sys.argv)
+            return _popcorn(args)
         return _run(args)
     except (UsageError, SpecError, DeviceError) as exc:
         report.error(str(exc))
@@ -79,17 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         report.console.print(report.history_table(store.best_per_submission()))
         return 0
 
-    problem = load_problem(args.task)
-    if args.check:
-        if args.check not in problem.spec.check.policies:
-            raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
-                             f"{', '.join(problem.spec.check.policies)}")
-        problem = dataclasses.replace(problem, policy=args.check)
-    if args.budget is not None:
-        if args.budget <= 0:
-            raise UsageError("--budget must be a positive number of seconds")
-        timing = dataclasses.replace(problem.spec.timing, max_seconds=args.budget)
-        problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
+    problem = _load_problem(args)
     device = detect(args.device)
     small = args.small or not device.is_gpu
     if not device.is_gpu:
@@ -139,6 +137,62 @@ def _run(args: argparse.Namespace) -> int:
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _load_problem(args: argparse.Namespace):
+    """The task, with the command line's check policy and time budget applied."""
+    from harness.problem import load_problem
+
+    problem = load_problem(args.task)
+    if args.check:
+        if args.check not in problem.spec.check.policies:
+            raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
+                             f"{', '.join(problem.spec.check.policies)}")
+        problem = dataclasses.replace(problem, policy=args.check)
+    if args.budget is not None:
+        if args.budget <= 0:
+            raise UsageError("--budget must be a positive number of seconds")
+        timing = dataclasses.replace(problem.spec.timing, max_seconds=args.budget)
+        problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
+    return problem
+
+
+def _popcorn(args: argparse.Namespace) -> int:
+    """kernelbot's way in: results as `key: value` lines on POPCORN_FD, GPU MODE's exit codes."""
+    import os
+
+    from harness import popcorn, report
+    from harness.spec import check_case
+
+    fd, seed = popcorn.take_secrets()  # first: no worker may ever see these
+    mode = args.popcorn_mode
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
+    if fd is None:
+        report.error("POPCORN_FD is not set (or not a number): the positional form reports through that pipe")
+        return popcorn.EXIT_NO_PIPE
+    if args.testfile is None:
+        raise UsageError(f"usage: eval.py {mode} TESTFILE")
+    problem = _load_problem(args)
+    try:
+        cases = popcorn.parse_testfile(args.testfile)
+        for i, case in enumerate(cases):
+            check_case(case, f"{args.testfile}:{i + 1}", problem.reference.generate_input)
+    except (popcorn.BadTestFile, SpecError) as exc:
+        report.error(str(exc))
+        return popcorn.EXIT_BAD_TESTFILE
+    spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases,
+                               cpu=dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases))
+    problem = dataclasses.replace(problem, spec=spec)
+    submission = resolve_submissions(args.submission or ["submission.py"])[0]
+    device = detect(args.device)
+    os.set_inheritable(fd, False)
+    with os.fdopen(fd, "w", buffering=1) as out:
+        ctx = RunContext(problem, device, small=False, log_dir=Path(args.logs), secret=seed,
+                         bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
+        result = evaluate(submission, ctx, mode)
+        passed = popcorn.write_result(out, mode, result)
+    return popcorn.EXIT_OK if passed else popcorn.EXIT_CHECK_FAILED
 
 
 def _selftest(problem, device, small: bool) -> int:

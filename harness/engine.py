@@ -102,12 +102,14 @@ class RunContext:
     device: DeviceInfo
     small: bool
     log_dir: Path
-    secret: int = dataclasses.field(default_factory=lambda: secrets.randbits(31))
+    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(31))  # None: public seeds
     bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
 
     def case_seed(self, case: Case) -> int:
         """The seed a case's inputs are drawn from: its public seed mixed with the run's secret
         (Cantor pairing, as GPU MODE mixes POPCORN_SEED), so answers cannot be precomputed."""
+        if self.secret is None:
+            return case.seed
         a, b = case.seed, self.secret
         return (a + (a + b) * (a + b + 1) // 2) % (2**63 - 1)
 

@@ -130,11 +130,11 @@ def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None
         if not cases:
             raise SpecError(f"{label}: {where}: must list at least one case")
         for i, case in enumerate(cases):
-            _check_case(case, f"{label}: {where}[{i}]", generate_input)
+            check_case(case, f"{label}: {where}[{i}]", generate_input)
     return spec
 
 
-def _check_case(case: dict[str, Any], where: str, generate_input: Callable[..., Any] | None) -> None:
+def check_case(case: dict[str, Any], where: str, generate_input: Callable[..., Any] | None) -> None:
     for key, value in case.items():
         ok = isinstance(value, (int, float, str, bool)) or (
             isinstance(value, list) and all(isinstance(v, (int, float)) for v in value))
