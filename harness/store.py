@@ -55,7 +55,10 @@ CREATE TABLE IF NOT EXISTS cases (
     ok INTEGER NOT NULL,
     reason TEXT NOT NULL,
     runs INTEGER, median_us REAL, mean_us REAL, std_us REAL, min_us REAL, max_us REAL,
-    host_median_us REAL
+    host_median_us REAL,
+    tail_median_us REAL,             -- device-wide synchronize after the timed calls
+    bytes INTEGER,                   -- least bytes for the KV format the submission reads
+    warnings TEXT NOT NULL DEFAULT ''
 );
 """
 
@@ -64,6 +67,9 @@ CREATE TABLE IF NOT EXISTS cases (
 ADDED_COLUMNS = [
     ("submissions", "scan", "TEXT NOT NULL DEFAULT ''"),
     ("submissions", "flags", "TEXT NOT NULL DEFAULT '[]'"),
+    ("cases", "tail_median_us", "REAL"),
+    ("cases", "bytes", "INTEGER"),
+    ("cases", "warnings", "TEXT NOT NULL DEFAULT ''"),
 ]
 
 
@@ -108,10 +114,13 @@ class Store:
             for c in result.cases:
                 d, h = c.device, c.host
                 self.db.execute(
-                    "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO cases (submission_id, kind, idx, name, ok, reason, runs, median_us, mean_us, std_us,"
+                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
-                     h.median * 1e6 if h else None))
+                     h.median * 1e6 if h else None, c.tail.median * 1e6 if c.tail else None, c.bytes,
+                     "; ".join(c.warnings)))
 
     def bandwidth(self, device: str) -> Optional[float]:
         row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()
