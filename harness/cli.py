@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU MODE's positional form: `eval.py MODE TESTFILE` (popcorn protocol, needs POPCORN_FD)")
     p.add_argument("testfile", nargs="?", metavar="TESTFILE", help="cases as GPU MODE writes them: key: value; ...")
     p.add_argument("--mode", default="leaderboard",
-                   help="test | benchmark | leaderboard | profile | selftest (default: leaderboard)")
+                   help="test | benchmark | leaderboard | profile | selftest | history (default: leaderboard)")
     p.add_argument("--submission", action="append", default=[], metavar="PATH",
                    help="a submission file (repeatable); default: every submissions/*.py")
     p.add_argument("--device", choices=("cpu", "cuda"), help="override device detection")
@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default=str(REPO_ROOT / "task.yml"), help="task file (reference.py beside it)")
     p.add_argument("--db", default="results/mla-eval.db", help="SQLite results database (default: %(default)s)")
     p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
+    p.add_argument("--compare", nargs=2, type=int, metavar=("RUN_A", "RUN_B"),
+                   help="with --mode history: per-case ratio of RUN_B's medians to RUN_A's")
     p.add_argument("--history", action="store_true",
                    help="with --mode leaderboard: show the best stored result per submission, run nothing")
     p.add_argument("--budget", type=float, metavar="SECONDS",
@@ -75,12 +77,25 @@ def _run(args: argparse.Namespace) -> int:
     from harness.problem import load_problem
     from harness.store import Store, StoreError
 
-    if args.mode not in MODES + ("selftest",):
-        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(MODES + ('selftest',))}")
+    all_modes = MODES + ("selftest", "history")
+    if args.mode not in all_modes:
+        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
+    if args.compare and args.mode != "history":
+        raise UsageError("--compare goes with --mode history")
     try:
         store = Store(args.db)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
+    if args.mode == "history":
+        try:
+            if args.compare:
+                a, b = args.compare
+                report.console.print(report.compare_table(a, b, store.timed_cases(a), store.timed_cases(b)))
+            else:
+                report.console.print(report.runs_table(store.runs()))
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        return 0
     if args.history:
         if args.mode != "leaderboard":
             raise UsageError("--history goes with --mode leaderboard")

@@ -160,6 +160,45 @@ def history_table(rows: Sequence[Any]) -> Table:
     return table
 
 
+def runs_table(rows: Sequence[Any]) -> Table:
+    table = Table(title="Runs (newest first)", title_justify="left")
+    for col in ("run", "started", "status", "mode", "device", "commit", "passed"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["id"]), r["started"], r["status"], r["mode"], r["device"], r["git_commit"] or "-",
+                      f"{r['passed']}/{r['submissions']}")
+    return table
+
+
+def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optional[float]) -> str:
+    """faster / slower only when the two medians' 95% intervals do not overlap."""
+    lo_a, hi_a = a_us * (1 - (a_ci or 0)), a_us * (1 + (a_ci or 0))
+    lo_b, hi_b = b_us * (1 - (b_ci or 0)), b_us * (1 + (b_ci or 0))
+    if hi_b < lo_a:
+        return "faster"
+    if lo_b > hi_a:
+        return "slower"
+    return "same"
+
+
+def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequence[Any]) -> Table:
+    """Per (submission, case) in both runs: median A, median B, B/A, and a noise-aware mark."""
+    by_key = {(r["submission"], r["spec"]): r for r in rows_a}
+    table = Table(title=f"Run {run_b} against run {run_a} (ratio = B / A of the median; a mark only "
+                        "when the 95% intervals of the medians do not overlap)", title_justify="left")
+    for col in ("submission", "case", f"A: run {run_a} µs", f"B: run {run_b} µs", "B / A", "mark"):
+        table.add_column(col, justify="right" if "µs" in col or col == "B / A" else "left")
+    for rb in rows_b:
+        ra = by_key.get((rb["submission"], rb["spec"]))
+        if ra is None:
+            continue
+        mark = compare_marks(ra["median_us"], ra["ci95_rel"], rb["median_us"], rb["ci95_rel"])
+        color = {"faster": "green", "slower": "red"}.get(mark, "dim")
+        table.add_row(rb["submission"], rb["spec"], _us(ra["median_us"]), _us(rb["median_us"]),
+                      f"{rb['median_us'] / ra['median_us']:.3f}", f"[{color}]{mark}[/]")
+    return table
+
+
 def error(message: str) -> None:
     err_console.print(f"[red]error:[/] {message}", markup=True)
 

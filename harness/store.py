@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS cases (
     host_median_us REAL,
     tail_median_us REAL,             -- device-wide synchronize after the timed calls
     bytes INTEGER,                   -- least bytes for the KV format the submission reads
-    warnings TEXT NOT NULL DEFAULT ''
+    warnings TEXT NOT NULL DEFAULT '',
+    ci95_rel REAL                    -- half-width of the 95% CI of the median, relative to it
 );
 """
 
@@ -70,6 +71,7 @@ ADDED_COLUMNS = [
     ("cases", "tail_median_us", "REAL"),
     ("cases", "bytes", "INTEGER"),
     ("cases", "warnings", "TEXT NOT NULL DEFAULT ''"),
+    ("cases", "ci95_rel", "REAL"),
 ]
 
 
@@ -115,12 +117,12 @@ class Store:
                 d, h = c.device, c.host
                 self.db.execute(
                     "INSERT INTO cases (submission_id, kind, idx, name, ok, reason, runs, median_us, mean_us, std_us,"
-                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
                      h.median * 1e6 if h else None, c.tail.median * 1e6 if c.tail else None, c.bytes,
-                     "; ".join(c.warnings)))
+                     "; ".join(c.warnings), d.ci_rel if d else None))
 
     def bandwidth(self, device: str) -> Optional[float]:
         row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()
@@ -146,6 +148,32 @@ class Store:
                 GROUP BY s.name, r.device ORDER BY best_us""", (device,) if device else ()).fetchall()
         self.db.row_factory = None
         return rows
+
+
+    def runs(self, limit: int = 30) -> list[sqlite3.Row]:
+        """Recent runs, newest first, with how many submissions passed."""
+        return self._rows(
+            """SELECT r.id, r.started, r.status, r.mode, r.device, r.git_commit,
+                      COUNT(s.id) AS submissions, COALESCE(SUM(s.ok), 0) AS passed
+               FROM runs r LEFT JOIN submissions s ON s.run_id = r.id
+               GROUP BY r.id ORDER BY r.id DESC LIMIT ?""", (limit,))
+
+    def timed_cases(self, run_id: int) -> list[sqlite3.Row]:
+        """A run's passing benchmark cases: (submission, case) -> median and its CI."""
+        if not self._rows("SELECT id FROM runs WHERE id = ?", (run_id,)):
+            raise StoreError(f"{self.path}: there is no run {run_id} (see --mode history)")
+        return self._rows(
+            """SELECT s.name AS submission, c.idx, c.name AS spec, c.median_us, c.ci95_rel, c.runs
+               FROM cases c JOIN submissions s ON s.id = c.submission_id
+               WHERE s.run_id = ? AND c.kind = 'benchmark' AND c.ok = 1 AND c.median_us IS NOT NULL
+               ORDER BY s.name, c.idx""", (run_id,))
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        self.db.row_factory = sqlite3.Row
+        try:
+            return self.db.execute(sql, params).fetchall()
+        finally:
+            self.db.row_factory = None
 
 
 def git_commit() -> str:

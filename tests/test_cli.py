@@ -112,3 +112,27 @@ def test_variant_detection(tmp_path):
     (tmp_path / "b.py").write_text('def custom_kernel(d):\n    kv, s = d[1]["fp8"]\n')
     (tmp_path / "c.py").write_text('def custom_kernel(d):\n    return d[1]["fp8"], d[1]["bf16"]\n')
     assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "abc"] == ["mxfp4", "fp8", "bf16"]
+
+
+def test_history_and_compare(tmp_path, capsys):
+    sub = str(ROOT / "submissions" / "torch_batched.py")
+    for _ in range(2):
+        assert cli(tmp_path, "--mode", "benchmark", "--budget", "0.3", "--submission", sub) == 0
+    capsys.readouterr()
+    assert cli(tmp_path, "--mode", "history") == 0
+    out = capsys.readouterr().out
+    assert "complete" in out and "1/1" in out
+    assert cli(tmp_path, "--mode", "history", "--compare", "1", "2") == 0
+    out = capsys.readouterr().out
+    assert out.count("torch_batched.py") == 3 and "B / A" in out
+    assert cli(tmp_path, "--mode", "history", "--compare", "1", "9") == 2
+    assert "there is no run 9" in capsys.readouterr().err
+    assert cli(tmp_path, "--mode", "test", "--compare", "1", "2") == 2
+
+
+def test_compare_marks_are_noise_aware():
+    from harness.report import compare_marks
+
+    assert compare_marks(100.0, 0.01, 80.0, 0.01) == "faster"
+    assert compare_marks(100.0, 0.01, 120.0, 0.01) == "slower"
+    assert compare_marks(100.0, 0.10, 95.0, 0.10) == "same"   # within the noise
