@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write every number shown to a JSON file")
     p.add_argument("--csv", metavar="PATH", help="write every number shown to a CSV file")
     p.add_argument("--markdown", metavar="PATH", help="write every number shown to a Markdown file")
+    p.add_argument("--plot", metavar="DIR", help="write leaderboard.png and roofline.png to DIR (matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -150,6 +151,14 @@ def _run(args: argparse.Namespace) -> int:
     meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, **versions()}
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
+    if args.plot and args.mode in ("benchmark", "leaderboard"):
+        from harness.plots import PlotError, write_plots
+
+        try:
+            for path in write_plots(results, problem.label, bandwidth, device.describe(), args.plot):
+                report.err_console.print(f"plot: {path}")
+        except PlotError as exc:
+            report.error(str(exc))
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
     return 0 if all(r.ok for r in results) else 1
 

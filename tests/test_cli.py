@@ -136,3 +136,13 @@ def test_compare_marks_are_noise_aware():
     assert compare_marks(100.0, 0.01, 80.0, 0.01) == "faster"
     assert compare_marks(100.0, 0.01, 120.0, 0.01) == "slower"
     assert compare_marks(100.0, 0.10, 95.0, 0.10) == "same"   # within the noise
+
+
+def test_plots_are_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plots"
+    assert cli(tmp_path, "--mode", "benchmark", "--budget", "0.3", "--plot", str(out),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py")) == 0
+    for name in ("leaderboard.png", "roofline.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
