@@ -81,7 +81,8 @@ EXPLOITS = [  # (file, mode, expected reason): each must be rejected for the rig
     ("caches_by_shape.py", "benchmark", "timed call 1: output differs from the reference"),
     ("caches_by_pointer.py", "benchmark", "timed call 1: output differs from the reference"),
     ("caches_by_content.py", "benchmark", "timed call 1: output differs from the reference"),
-    ("stale_empty.py", "benchmark", "output differs from the reference"),
+    # torch.empty holds whatever was there: a stale answer (wrong for fresh inputs) or garbage
+    ("stale_empty.py", "benchmark", "output differs from the reference|NaN/inf values"),
     ("lagged_answer.py", "benchmark", "timed call 1: output differs from the reference"),
     ("counts_calls.py", "benchmark", "output differs from the reference"),
     ("patches_timer.py", "test", "timer function time.perf_counter was replaced by the submission"),
@@ -95,7 +96,8 @@ EXPLOITS = [  # (file, mode, expected reason): each must be rejected for the rig
 def test_exploit_is_rejected(problem, cpu, tmp_path, capfd, name, mode, expected):
     result = run(problem, cpu, name, mode=mode, tmp_path=tmp_path)
     assert not result.ok
-    assert expected in first_failure(result)
+    reason = first_failure(result)
+    assert any(e in reason for e in expected.split("|")), reason
     out, err = capfd.readouterr()
     assert "check: pass" not in out + err
 
