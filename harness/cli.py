@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--small", action="store_true", help="use the task's small (CPU) shapes even on a GPU")
     p.add_argument("--check", metavar="POLICY",
                    help="check policy from task.yml (strict: ours, the default; competition: the seed's)")
-    p.add_argument("--task", default=str(REPO_ROOT / "task.yml"), help="task file (reference.py beside it)")
+    p.add_argument("--task", default=None,
+                   help="task file, reference.py beside it (default: ./task.yml, else the repository's)")
     p.add_argument("--db", default="results/mla-eval.db", help="SQLite results database (default: %(default)s)")
     p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
     p.add_argument("--compare", nargs=2, type=int, metavar=("RUN_A", "RUN_B"),
@@ -167,7 +168,8 @@ def _load_problem(args: argparse.Namespace):
     """The task, with the command line's check policy and time budget applied."""
     from harness.problem import load_problem
 
-    problem = load_problem(args.task)
+    task = args.task or ("task.yml" if Path("task.yml").is_file() else str(REPO_ROOT / "task.yml"))
+    problem = load_problem(task)
     if args.check:
         if args.check not in problem.spec.check.policies:
             raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
