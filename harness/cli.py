@@ -76,7 +76,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from harness import report
-    from harness.problem import load_problem
     from harness.store import Store, StoreError
 
     all_modes = MODES + ("selftest", "history")

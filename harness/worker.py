@@ -65,7 +65,7 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
                 if problem:
                     conn.send(("error", "bad output", problem))
                     continue
-                last_output = out
+                last_output = out  # noqa: F841 (held until the next call: the parent maps it over IPC)
                 conn.send(("output", out, timing.device_s, timing.host_s, timing.tail_s, timing.replaced))
             elif op == "profile":
                 conn.send(("profile", _profile(kernel, data, msg[1])))

@@ -7,7 +7,6 @@ import pytest
 from conftest import ROOT, ZOO
 
 from harness.engine import RunContext, evaluate
-from harness.spec import Timeouts
 
 
 def run(problem, cpu, name, mode="test", tmp_path=None, **timeouts):
