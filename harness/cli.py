@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
             report.err_console.print(report.one_line(result, problem.label))
         if not result.ok:
             report.err_console.print(f"  worker log: {result.log}")
-    store.finish_run(run_id)
+    store.finish_run(run_id, ctx.secret)
     if args.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth))
     meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
@@ -160,6 +160,8 @@ def _run(args: argparse.Namespace) -> int:
         except PlotError as exc:
             report.error(str(exc))
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    if not all(r.ok for r in results):
+        report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
     return 0 if all(r.ok for r in results) else 1
 
 

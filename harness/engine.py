@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import random
 import secrets
 import statistics
 import time
@@ -112,6 +113,14 @@ class RunContext:
             return case.seed
         a, b = case.seed, self.secret
         return (a + (a + b) * (a + b + 1) // 2) % (2**63 - 1)
+
+    def timed_seeds(self, case: Case) -> Callable[[], int]:
+        """Seeds for a case's timed calls: drawn from the run's secret, so `--seed` reproduces a
+        run exactly while nobody without the secret can predict them."""
+        if self.secret is None:
+            return lambda: secrets.randbits(31)
+        rng = random.Random(f"{self.secret}:{case.kind}:{case.index}")
+        return lambda: rng.getrandbits(31)
 
     def floor_s(self, data: Any) -> Optional[float]:
         """The least time any legitimate kernel needs for these inputs: the fewest bytes it must
@@ -246,10 +255,11 @@ def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, pro
     device_times: list[float] = []
     host_times: list[float] = []
     tails: list[float] = []
+    next_seed = ctx.timed_seeds(case)
     start = time.monotonic()
     while not should_stop(device_times, time.monotonic() - start, timing.min_runs, timing.max_runs,
                           timing.max_seconds, timing.target_rel_ci):
-        inputs.refill(secrets.randbits(31))  # fresh inputs from a secret seed for every timed call
+        inputs.refill(next_seed())  # fresh inputs from a secret seed for every timed call
         verdict, call_timing = inputs.call(timed=True, deadline=deadline)
         if not verdict.ok:
             return _result(case, False, f"timed call {len(device_times) + 1}: {verdict.reason}")

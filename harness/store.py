@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS runs (
     device TEXT NOT NULL,
     vendor TEXT NOT NULL,
     arch TEXT NOT NULL,
-    versions TEXT NOT NULL           -- JSON: torch, triton, python, gpu runtime
+    versions TEXT NOT NULL,          -- JSON: torch, triton, python, gpu runtime
+    secret INTEGER                   -- the run's secret seed, written only once the run is over
 );
 CREATE TABLE IF NOT EXISTS submissions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -72,6 +73,7 @@ ADDED_COLUMNS = [
     ("cases", "bytes", "INTEGER"),
     ("cases", "warnings", "TEXT NOT NULL DEFAULT ''"),
     ("cases", "ci95_rel", "REAL"),
+    ("runs", "secret", "INTEGER"),
 ]
 
 
@@ -132,9 +134,11 @@ class Store:
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO bandwidth VALUES (?, ?, ?)", (device, bytes_per_s, _now()))
 
-    def finish_run(self, run_id: int) -> None:
+    def finish_run(self, run_id: int, secret: Optional[int] = None) -> None:
+        """Mark the run complete; its secret seed is stored only now, when no worker can use it."""
         with self.db:
-            self.db.execute("UPDATE runs SET status = 'complete', finished = ? WHERE id = ?", (_now(), run_id))
+            self.db.execute("UPDATE runs SET status = 'complete', finished = ?, secret = ? WHERE id = ?",
+                            (_now(), secret, run_id))
 
     def best_per_submission(self, device: Optional[str] = None) -> list[sqlite3.Row]:
         """Best (lowest) passing geomean per submission name over complete runs, newest first on ties."""

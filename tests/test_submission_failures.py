@@ -130,3 +130,10 @@ def test_case_seeds_mix_in_the_run_secret(problem, cpu, tmp_path):
     a = RunContext(problem, cpu, True, tmp_path, secret=1).case_seed(case)
     b = RunContext(problem, cpu, True, tmp_path, secret=2).case_seed(case)
     assert a != b and a != case.seed
+
+
+def test_timed_call_seeds_follow_the_secret(problem, cpu, tmp_path):
+    case = problem.spec.cases("benchmark", small=True)[0]
+    draw = lambda secret: [f() for f in [RunContext(problem, cpu, True, tmp_path, secret=secret).timed_seeds(case)] for _ in range(3)]  # noqa: E731
+    first, again, other = draw(7), draw(7), draw(8)
+    assert first == again and first != other and len(set(first)) == 3
