@@ -165,12 +165,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def default_task() -> Path:
+    """./task.yml, else the checkout's, else the copy a non-editable install put in share/."""
+    for candidate in (Path("task.yml"), REPO_ROOT / "task.yml", Path(sys.prefix) / "share" / "mla-eval" / "task.yml"):
+        if candidate.is_file():
+            return candidate
+    return REPO_ROOT / "task.yml"  # reported as missing by the loader
+
+
 def _load_problem(args: argparse.Namespace):
     """The task, with the command line's check policy and time budget applied."""
     from harness.problem import load_problem
 
-    task = args.task or ("task.yml" if Path("task.yml").is_file() else str(REPO_ROOT / "task.yml"))
-    problem = load_problem(task)
+    problem = load_problem(args.task or default_task())
     if args.check:
         if args.check not in problem.spec.check.policies:
             raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
