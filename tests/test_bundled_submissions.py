@@ -28,3 +28,16 @@ def test_each_triton_kernel_reads_only_its_own_format():
         others = [f for f in ("bf16", "fp8", "mxfp4") if f != fmt]
         assert declared_variant(path, ["bf16", "fp8", "mxfp4"]) == fmt
         assert not any(f'kv_data["{o}"]' in source or f"kv_data['{o}']" in source for o in others)
+
+
+COMPETITION = sorted((ROOT / "tests" / "competition").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", COMPETITION, ids=[p.name for p in COMPETITION])
+def test_competition_style_files_run_unchanged(problem, cpu, tmp_path, path):
+    """GPU MODE imports, #!POPCORN headers, config keys, kv_data["fp8"] / ["mxfp4"] as the AMD
+    challenge laid them out: such files pass here as they are."""
+    result = evaluate(path, RunContext(problem, cpu, small=True, log_dir=tmp_path), "test")
+    assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
+    reasons = " ".join(c.reason for c in result.cases)
+    assert ("kv=fp8,q=fp8" in reasons) if "fp8" in path.name else ("kv=mxfp4" in reasons)
