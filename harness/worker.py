@@ -69,7 +69,7 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
                 conn.send(("output", out, timing.device_s, timing.host_s, timing.tail_s, timing.replaced))
             elif op == "profile":
                 conn.send(("profile", _profile(kernel, data, msg[1])))
-        except Exception as exc:  # the submission's fault: report it, keep serving
+        except BaseException as exc:  # the submission's fault (SystemExit included): report it, keep serving
             traceback.print_exc()
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
             kind = "out of memory" if oom else "exception"

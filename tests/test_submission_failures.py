@@ -34,6 +34,7 @@ CASES = [
     ("raises.py", "exception: ValueError: kernel not implemented for this shape"),
     ("segfault.py", "crashed: worker process killed by SIGSEGV"),
     ("exits.py", "crashed: worker process exited with code 3"),
+    ("exits_politely.py", "exception: SystemExit"),
     ("out_of_memory.py", "out of memory:"),
     ("zeros.py", "output differs from the reference"),
     ("subclass_output.py", "output tensor is a subclass of torch.Tensor (Honest)"),
