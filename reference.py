@@ -89,13 +89,26 @@ def attention_fp32(q: torch.Tensor, kv: torch.Tensor, qo_indptr: torch.Tensor, k
         kb = kf.reshape(batch, -1, kf.shape[-1])          # (B, L, 576)
         probs = torch.softmax(torch.bmm(qb, kb.transpose(1, 2)) * sm_scale, dim=-1)
         return torch.bmm(probs, kb[..., :V_HEAD_DIM]).reshape(q.shape[0], q.shape[1], V_HEAD_DIM)
-    out = torch.zeros(q.shape[0], q.shape[1], V_HEAD_DIM, dtype=torch.float32, device=q.device)
-    for b in range(batch):
-        qs, ks = qf[qo[b]:qo[b + 1]], kf[kvp[b]:kvp[b + 1]]
-        if ks.shape[0] == 0:
-            continue  # attention over nothing: zeros by convention
+
+    def attend(qs: torch.Tensor, ks: torch.Tensor) -> torch.Tensor:
         probs = torch.softmax(torch.einsum("qhd,kd->qhk", qs, ks) * sm_scale, dim=-1)
-        out[qo[b]:qo[b + 1]] = torch.einsum("qhk,kd->qhd", probs, ks[:, :V_HEAD_DIM])
+        return torch.einsum("qhk,kd->qhd", probs, ks[:, :V_HEAD_DIM])
+
+    return per_sequence(qf, kf, qo_indptr, kv_indptr, attend)
+
+
+def per_sequence(q: torch.Tensor, keys: torch.Tensor, qo_indptr: torch.Tensor, kv_indptr: torch.Tensor,
+                 attend, keep: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """(total_q, H, 512) float32: each sequence's query rows get attend(its q rows, its key rows),
+    only the rows where `keep` is true if given; a sequence with no key rows gets zeros."""
+    out = torch.zeros(q.shape[0], q.shape[1], V_HEAD_DIM, dtype=torch.float32, device=q.device)
+    qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
+    for b in range(len(qo) - 1):
+        ks = keys[kvp[b]:kvp[b + 1]]
+        if keep is not None:
+            ks = ks[keep[kvp[b]:kvp[b + 1]]]
+        if ks.shape[0]:
+            out[qo[b]:qo[b + 1]] = attend(q[qo[b]:qo[b + 1]], ks)
     return out
 
 
@@ -191,31 +204,25 @@ def simulated_kernel(data: input_t, kv_format: str, q_precision: str) -> torch.T
     q, kv_data, qo_indptr, kv_indptr, config = data
     qf = quantized_q(q, q_precision, kv_data["fp8"][0].dtype).bfloat16().float()
     kf = dequantized_kv(kv_data, kv_format).reshape(-1, QK_HEAD_DIM)
-    out = torch.zeros(q.shape[0], q.shape[1], V_HEAD_DIM, device=q.device)
-    qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
-    for b in range(len(qo) - 1):
-        ks = kf[kvp[b]:kvp[b + 1]]
-        if ks.shape[0] == 0:
-            continue
-        s = torch.einsum("qhd,kd->qhk", qf[qo[b]:qo[b + 1]], ks) * config["sm_scale"]
+
+    def attend(qs: torch.Tensor, ks: torch.Tensor) -> torch.Tensor:
+        s = torch.einsum("qhd,kd->qhk", qs, ks) * config["sm_scale"]
         p = torch.exp(s - s.amax(-1, keepdim=True))
-        out[qo[b]:qo[b + 1]] = torch.einsum("qhk,kd->qhd", p.bfloat16().float(), ks[:, :V_HEAD_DIM]) / p.sum(-1, keepdim=True)
-    return out.bfloat16()
+        return torch.einsum("qhk,kd->qhd", p.bfloat16().float(), ks[:, :V_HEAD_DIM]) / p.sum(-1, keepdim=True)
+
+    return per_sequence(qf, kf, qo_indptr, kv_indptr, attend).bfloat16()
 
 
 def _attend_subset(data: input_t, keep: torch.Tensor, dims: int = QK_HEAD_DIM) -> torch.Tensor:
     """fp32 attention over the KV rows where `keep` is true, scores from the first `dims` dims."""
     q, kv_data, qo_indptr, kv_indptr, config = data
-    kf = kv_data["bf16"].float().reshape(-1, QK_HEAD_DIM)
-    out = torch.zeros(q.shape[0], q.shape[1], V_HEAD_DIM, device=q.device)
-    qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
-    for b in range(len(qo) - 1):
-        ks = kf[kvp[b]:kvp[b + 1]][keep[kvp[b]:kvp[b + 1]]]
-        if ks.shape[0] == 0:
-            continue
-        s = torch.einsum("qhd,kd->qhk", q[qo[b]:qo[b + 1], :, :dims].float(), ks[:, :dims]) * config["sm_scale"]
-        out[qo[b]:qo[b + 1]] = torch.einsum("qhk,kd->qhd", torch.softmax(s, -1), ks[:, :V_HEAD_DIM])
-    return out.bfloat16()
+
+    def attend(qs: torch.Tensor, ks: torch.Tensor) -> torch.Tensor:
+        s = torch.einsum("qhd,kd->qhk", qs[..., :dims], ks[:, :dims]) * config["sm_scale"]
+        return torch.einsum("qhk,kd->qhd", torch.softmax(s, -1), ks[:, :V_HEAD_DIM])
+
+    keys = kv_data["bf16"].float().reshape(-1, QK_HEAD_DIM)
+    return per_sequence(q.float(), keys, qo_indptr, kv_indptr, attend, keep).bfloat16()
 
 
 def selftest_outputs(data: input_t, other: input_t, seed: int) -> dict[str, tuple[torch.Tensor, bool]]:
