@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH", help="write every number shown to a CSV file")
     p.add_argument("--markdown", metavar="PATH", help="write every number shown to a Markdown file")
     p.add_argument("--plot", metavar="DIR", help="write leaderboard.png and roofline.png to DIR (matplotlib)")
+    p.add_argument("--ncu", action="store_true",
+                   help="with --mode profile: one timed call of one case under Nsight Compute (NVIDIA)")
+    p.add_argument("--rocprof", action="store_true",
+                   help="with --mode profile: one timed call of one case under rocprof (AMD)")
+    p.add_argument("--case", type=int, default=0, metavar="N", help="benchmark case for --ncu / --rocprof")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -111,6 +116,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.mode == "selftest":
         return _selftest(problem, device, small)
     submissions = resolve_submissions(args.submission)
+    if args.ncu or args.rocprof:
+        return _vendor_profile(args, problem, device, submissions, small)
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
                              f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
                              f"check: {problem.check_policy}")
@@ -227,6 +234,29 @@ def _popcorn(args: argparse.Namespace) -> int:
         result = evaluate(submission, ctx, mode)
         passed = popcorn.write_result(out, mode, result)
     return popcorn.EXIT_OK if passed else popcorn.EXIT_CHECK_FAILED
+
+
+def _vendor_profile(args: argparse.Namespace, problem, device, submissions: list[Path], small: bool) -> int:
+    from harness import report
+    from harness.vendor_profile import ProfilerMissing, run_vendor_profiler
+
+    tool = "ncu" if args.ncu else "rocprof"
+    if args.mode != "profile" or (args.ncu and args.rocprof) or len(submissions) != 1:
+        raise UsageError(f"--{tool} goes with --mode profile and exactly one --submission")
+    cases = problem.spec.cases("benchmark", small)
+    if not 0 <= args.case < len(cases):
+        raise UsageError(f"--case {args.case}: the task has benchmark cases 0..{len(cases) - 1}")
+    try:
+        report_path, summary = run_vendor_profiler(tool, device.vendor, Path(problem.spec.path), submissions[0],
+                                                   args.case, Path(args.logs).parent / "profiles")
+    except ProfilerMissing as exc:
+        raise UsageError(str(exc)) from None
+    except RuntimeError as exc:
+        report.error(str(exc))
+        return 1
+    report.console.print(summary)
+    report.err_console.print(f"{tool} report: {report_path}")
+    return 0
 
 
 def _selftest(problem, device, small: bool) -> int:

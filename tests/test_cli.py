@@ -146,3 +146,32 @@ def test_plots_are_written(tmp_path):
     for name in ("leaderboard.png", "roofline.png"):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_vendor_profiler_commands_and_messages(monkeypatch, tmp_path):
+    import harness.vendor_profile as vp
+
+    monkeypatch.setattr(vp.shutil, "which", lambda name: None)
+    with pytest.raises(vp.ProfilerMissing, match="Nsight Compute \\(ncu\\) is not installed"):
+        vp.tool_command("ncu", "nvidia", tmp_path / "r")
+    with pytest.raises(vp.ProfilerMissing, match="neither rocprofv3 nor rocprof"):
+        vp.tool_command("rocprof", "amd", tmp_path / "r")
+    with pytest.raises(vp.ProfilerMissing, match="use --rocprof on AMD"):
+        vp.tool_command("ncu", "amd", tmp_path / "r")
+    monkeypatch.setattr(vp.shutil, "which", lambda name: f"/opt/bin/{name}")
+    cmd = vp.tool_command("ncu", "nvidia", tmp_path / "r")
+    assert cmd[0] == "/opt/bin/ncu" and ["--clock-control", "none"] == cmd[1:3] and "--profile-from-start" in cmd
+    assert vp.tool_command("rocprof", "amd", tmp_path / "r")[0] == "/opt/bin/rocprofv3"
+
+
+def test_vendor_profile_child_makes_one_call(capsys):
+    from harness.vendor_profile import main as profile_one
+
+    assert profile_one(["--task", str(ROOT / "task.yml"), "--submission", str(ROOT / "submissions" / "torch_loop.py"),
+                        "--case", "0", "--small"]) == 0
+    assert "profiled one call of torch_loop.py" in capsys.readouterr().out
+
+
+def test_ncu_on_cpu_is_a_clear_error(tmp_path, capsys):
+    assert cli(tmp_path, "--mode", "profile", "--ncu", "--submission", str(ROOT / "submissions" / "torch_loop.py")) == 2
+    assert "--ncu profiles NVIDIA GPUs; this device is cpu" in capsys.readouterr().err

@@ -1,0 +1,109 @@
+"""One timed call of one case under the vendor's profiler: Nsight Compute (NVIDIA) or rocprof (AMD).
+
+`run_vendor_profiler` starts `python -m harness.vendor_profile ...` under the tool. That child
+prepares the case, warms the submission up (compilation stays out of the report), then makes
+exactly one call inside a profiler range (`cudaProfilerStart/Stop`, which `ncu --profile-from-start
+off` honours). This is a diagnostic: no verdict or ranking comes from it, so the submission runs
+in the profiled process itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+WARMUP_CALLS = 2
+
+
+class ProfilerMissing(RuntimeError):
+    pass
+
+
+def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
+    """The profiler's command line up to (not including) the program to run."""
+    if tool == "ncu":
+        if vendor != "nvidia":
+            raise ProfilerMissing(f"--ncu profiles NVIDIA GPUs; this device is {vendor} (use --rocprof on AMD)")
+        exe = shutil.which("ncu")
+        if exe is None:
+            raise ProfilerMissing("--ncu: NVIDIA Nsight Compute (ncu) is not installed or not on PATH")
+        # Leave the clocks as they are (shared machines); profile only the range around one call.
+        return [exe, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+                "--force-overwrite", "--export", str(report_base)]
+    if tool == "rocprof":
+        if vendor != "amd":
+            raise ProfilerMissing(f"--rocprof profiles AMD GPUs; this device is {vendor} (use --ncu on NVIDIA)")
+        exe = shutil.which("rocprofv3")
+        if exe is not None:
+            return [exe, "--kernel-trace", "--stats", "--output-directory", str(report_base), "--"]
+        exe = shutil.which("rocprof")
+        if exe is None:
+            raise ProfilerMissing("--rocprof: neither rocprofv3 nor rocprof is installed or on PATH")
+        return [exe, "--stats", "-o", str(report_base) + ".csv"]
+    raise ValueError(tool)
+
+
+def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, case_index: int,
+                        out_dir: Path) -> tuple[Path, str]:
+    """Profile one call; return (where the report is, the tool's summary text)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / f"{submission.stem}.case{case_index}"
+    child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(task), "--submission",
+             str(submission), "--case", str(case_index)]
+    proc = subprocess.run(tool_command(tool, vendor, base) + child, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"{tool} failed (exit {proc.returncode}): " + " | ".join(tail))
+    if tool == "ncu":
+        report = base.with_suffix(base.suffix + ".ncu-rep")
+        summary = subprocess.run([shutil.which("ncu"), "--import", str(report), "--print-summary", "per-kernel"],
+                                 capture_output=True, text=True).stdout
+        return report, summary
+    return base, proc.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The profiled process: one case, warm-up, then exactly one call inside the profiler range."""
+    parser = argparse.ArgumentParser(prog="python -m harness.vendor_profile")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--submission", required=True)
+    parser.add_argument("--case", type=int, default=0)
+    parser.add_argument("--small", action="store_true")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from harness import compat
+    from harness.device import detect
+    from harness.problem import load_problem
+    from harness.worker import _load, _LoadError
+
+    problem = load_problem(args.task)
+    device = detect()
+    cases = problem.spec.cases("benchmark", small=args.small or not device.is_gpu)
+    case = cases[args.case]
+    compat.install()
+    try:
+        kernel = _load(args.submission)
+    except _LoadError as exc:
+        print(f"{args.submission}: {exc.kind}: {exc}", file=sys.stderr)
+        return 1
+    data = problem.generate(case.args, case.seed, device.torch_device)
+    for _ in range(WARMUP_CALLS):
+        kernel(data)
+    if device.is_gpu:
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+    kernel(data)
+    if device.is_gpu:
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    print(f"profiled one call of {Path(args.submission).name} on {problem.label(case.args)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
