@@ -2,7 +2,8 @@
 # The device run recorded in BENCHMARKS.md, in one call (device time is scarce):
 #   1. the full leaderboard of submissions/ on the task's benchmark shapes;
 #   2. the GPU-only exploits (tests/zoo_gpu) on the small shapes: each must be rejected;
-#   3. the check's self-test on the full-size cases.
+#   3. the check's self-test on the full-size cases;
+#   4. one call of one case under Nsight Compute (--ncu).
 # Usage, on the GPU machine from the repo root:  bash tools/h200_run.sh   (logs under $OUT)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -27,4 +28,7 @@ timeout ${ZOO_SECONDS:-75} python3 eval.py --mode benchmark --small --no-progres
 echo "== 3. check self-test, full-size cases" | tee "$OUT/selftest.txt"
 timeout "${SELFTEST_SECONDS:-60}" python3 eval.py --mode selftest 2>&1 | tee -a "$OUT/selftest.txt"
 echo "total wall $(( $(date +%s) - t0 )) s" | tee -a "$OUT/selftest.txt"
+echo "== 4. one call under Nsight Compute" | tee "$OUT/ncu.txt"
+timeout "${NCU_SECONDS:-90}" python3 eval.py --mode profile --ncu --case 0 --submission submissions/triton_bf16.py \
+  --logs /tmp/mla-logs 2>&1 | tail -40 | tee -a "$OUT/ncu.txt"
 tar czf "$OUT/logs.tgz" -C /tmp mla-logs 2>/dev/null
