@@ -76,15 +76,17 @@ def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
 
 
 def _e2m1_encode(v: torch.Tensor) -> torch.Tensor:
-    """Round to the nearest e2m1 value, ties to the even code (as IEEE rounding does)."""
-    table = torch.tensor(E2M1_VALUES, device=v.device)
-    mids = (table[1:] + table[:-1]) / 2
+    """Round to the nearest e2m1 value, ties to the even code (as IEEE rounding does).
+
+    The grid has step 0.5 below 2, 1 up to 4 and 2 up to 6; 2 and 4 lie on both neighbouring
+    grids, so rounding on the grid of the value's own range is exact, and torch.round rounds
+    half to even, which is the even code here."""
     mag = v.abs().clamp(max=6.0)
-    low = torch.bucketize(mag, mids, right=False)   # a tie goes to the smaller code...
-    high = torch.bucketize(mag, mids, right=True)   # ...or to the larger one
-    code = torch.where((low != high) & (high % 2 == 0), high, low)
+    step = torch.where(mag < 2, 0.5, torch.where(mag < 4, 1.0, 2.0))
+    val = torch.round(mag / step) * step
+    code = torch.where(val < 2, val * 2, torch.where(val < 4, val + 2, val / 2 + 4)).to(torch.int32)
     sign = ((v < 0) & (code > 0)).to(torch.int32) << 3
-    return code.to(torch.int32) | sign
+    return code | sign
 
 
 def _e2m1_decode(codes: torch.Tensor) -> torch.Tensor:
