@@ -66,15 +66,16 @@ class SubmissionResult:
         """Geometric mean over benchmark cases of achieved bytes/s over the device's bandwidth."""
         fractions = [c.bytes / c.device.median / bandwidth for c in self.cases
                      if c.kind == "benchmark" and c.ok and c.device and c.bytes and bandwidth]
-        if not self.ok or not fractions:
-            return None
-        return math.exp(sum(math.log(f) for f in fractions) / len(fractions))
+        return _geomean(fractions) if self.ok else None
 
     def geomean_us(self) -> Optional[float]:
         times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
-        if not self.ok or not times:
-            return None
-        return math.exp(sum(math.log(t) for t in times) / len(times)) * 1e6
+        mean = _geomean(times) if self.ok else None
+        return mean * 1e6 if mean is not None else None
+
+
+def _geomean(values: list[float]) -> Optional[float]:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 # progress(event, **info): "case_start" (case), "call" (case, done, total), "case_end" (result)

@@ -11,16 +11,13 @@ import dataclasses
 import inspect
 import typing
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import yaml
 
 
 class SpecError(ValueError):
     """A problem in the task file; the message is one line naming the key."""
-
-
-Scalar = Union[int, float, str, bool]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -142,16 +142,13 @@ class Store:
 
     def best_per_submission(self, device: Optional[str] = None) -> list[sqlite3.Row]:
         """Best (lowest) passing geomean per submission name over complete runs, newest first on ties."""
-        self.db.row_factory = sqlite3.Row
         where = "AND r.device = ?" if device else ""
-        rows = self.db.execute(
+        return self._rows(
             f"""SELECT s.name, MIN(s.geomean_us) AS best_us, COUNT(*) AS runs, MAX(r.started) AS last_run,
                        r.device AS device
                 FROM submissions s JOIN runs r ON r.id = s.run_id
                 WHERE r.status = 'complete' AND s.ok = 1 AND s.geomean_us IS NOT NULL {where}
-                GROUP BY s.name, r.device ORDER BY best_us""", (device,) if device else ()).fetchall()
-        self.db.row_factory = None
-        return rows
+                GROUP BY s.name, r.device ORDER BY best_us""", (device,) if device else ())
 
 
     def runs(self, limit: int = 30) -> list[sqlite3.Row]:

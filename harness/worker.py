@@ -115,27 +115,16 @@ def _hygiene(out: Any, data: Any) -> str | None:
     """First, cheap checks done where the output lives; the parent checks again what it receives."""
     import torch
 
+    from harness.verdict import tensors
+
     if not isinstance(out, torch.Tensor):
         return f"custom_kernel returned {type(out).__name__}, expected a torch.Tensor"
     if type(out) is not torch.Tensor:
         return f"output tensor is a subclass of torch.Tensor ({type(out).__name__})"
-    for t in _tensors(data):
+    for _, t in tensors(data):
         if out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
             return "output tensor shares memory with an input tensor"
     return None
-
-
-def _tensors(obj: Any):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for x in obj:
-            yield from _tensors(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors(x)
 
 
 def _profile(kernel, data, row_limit: int) -> str:
