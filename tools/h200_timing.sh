@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The device run behind issue 7's timing evidence (BENCHMARKS.md), in one call:
+#   1. tools/timing_experiments.py: the harness's flushed, launch-hidden time against rotated
+#      buffers, no flush, CUDA-graph replays and the profiler's kernel durations;
+#   2. wall time of `--mode leaderboard` and `--mode test` for one fast submission, twice
+#      (repeatability), with the run's own time breakdown.
+# Usage, on the GPU machine from the repo root:  bash tools/h200_timing.sh [SUBMISSION]
+set -uo pipefail
+TIMEFORMAT="wall %R s"
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-results/device}
+SUB=${1:-submissions/triton_bf16.py}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1 && [ -z "${PYTHONPATH:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+LOG="$OUT/timing.txt"
+echo "== 1. timing experiments ($SUB)" | tee "$LOG"
+timeout "${EXPERIMENT_SECONDS:-180}" python3 tools/timing_experiments.py "$SUB" --cases "${CASES:-0,1,2,5,7}" 2>&1 | tee -a "$LOG"
+for run in 1 2; do
+  echo "== 2.$run leaderboard wall time ($SUB)" | tee -a "$LOG"
+  { time timeout 120 python3 eval.py --mode leaderboard --no-progress --submission "$SUB" \
+    --db /tmp/timing.db --logs /tmp/mla-logs; } 2>&1 | tee -a "$LOG"
+done
+echo "== 3. test wall time ($SUB)" | tee -a "$LOG"
+{ time timeout 120 python3 eval.py --mode test --no-progress --submission "$SUB" \
+  --db /tmp/timing.db --logs /tmp/mla-logs; } 2>&1 | tee -a "$LOG"
