@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --mode leaderboard: show the best stored result per submission, run nothing")
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help="time budget per benchmark case (default: task.yml timing.max_seconds)")
+    p.add_argument("--graph", action="store_true",
+                   help="time CUDA-graph replays of each call (capturable submissions; plain calls otherwise)")
     p.add_argument("--seed", type=int, help="fix the run's secret seed (default: a fresh random one per run)")
     p.add_argument("--json", metavar="PATH", help="write every number shown to a JSON file")
     p.add_argument("--csv", metavar="PATH", help="write every number shown to a CSV file")
@@ -56,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rocprof", action="store_true",
                    help="with --mode profile: one timed call of one case under rocprof (AMD)")
     p.add_argument("--case", type=int, default=0, metavar="N", help="benchmark case for --ncu / --rocprof")
+    p.add_argument("--gpus", metavar="all|N",
+                   help="evaluate submissions in parallel, one evaluator per GPU (0: CPU workers)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="parallel evaluators (default: one per GPU); more than one per GPU only for --mode test")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local processes (default) or a Ray cluster (pip install '.[ray]')")
+    p.add_argument("--address", metavar="ADDR", help="with --backend ray: the cluster (default: start a local Ray)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -120,7 +129,9 @@ def _run(args: argparse.Namespace) -> int:
         return _vendor_profile(args, problem, device, submissions, small)
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
                              f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
-                             f"check: {problem.check_policy}")
+                             f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
+    if args.graph and not device.is_gpu:
+        report.err_console.print("--graph needs a GPU: timing plain calls.")
 
     bandwidth = None
     if device.is_gpu:
@@ -129,33 +140,31 @@ def _run(args: argparse.Namespace) -> int:
             bandwidth = measure_copy_bandwidth()
             store.save_bandwidth(device.name, bandwidth)
         report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured once, cached in {args.db})")
-    ctx = RunContext(problem, device, small, Path(args.logs), bandwidth=bandwidth,
+    graph = args.graph and device.is_gpu
+    ctx = RunContext(problem, device, small, Path(args.logs), bandwidth=bandwidth, graph=graph,
                      **({"secret": args.seed} if args.seed is not None else {}))
-    run_id = store.start_run(args.mode, problem.spec.name, device, versions())
-    results: list[SubmissionResult] = []
-    n_cases = _case_count(problem, args.mode, small)
-    for path in submissions:
-        with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-            result = evaluate(path, ctx, args.mode, progress)
-        results.append(result)
+    pool = _pool_plan(args, device) if _parallel(args) else None
+    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if graph else "events")
+
+    def record(result: SubmissionResult) -> None:
         store.add_submission(run_id, result)
-        if args.mode == "profile":
-            for c in result.cases:
-                report.console.rule(f"{result.name} · {problem.label(c.args)}")
-                report.console.print(c.profile or f"[red]{c.reason}[/]", markup=not c.profile)
-        if args.mode in ("test", "benchmark", "profile") or len(submissions) == 1:
-            if result.error:
-                report.console.print(f"[red]FAIL[/] {result.name}: {result.error}")
-            else:
-                report.console.print(report.submission_table(result, problem.label, bandwidth))
-        if args.mode == "leaderboard" and len(submissions) > 1:
-            report.err_console.print(report.one_line(result, problem.label))
-        if not result.ok:
-            report.err_console.print(f"  worker log: {result.log}")
+        _show(args, result, problem, len(submissions), bandwidth)
+
+    if pool is not None:
+        results = _evaluate_parallel(args, ctx, submissions, record, *pool)
+    else:
+        results = []
+        n_cases = _case_count(problem, args.mode, small)
+        for path in submissions:
+            with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
+                result = evaluate(path, ctx, args.mode, progress)
+            results.append(result)
+            record(result)
     store.finish_run(run_id, ctx.secret)
     if args.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth))
     meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
+            "timing": "graph" if graph else "events",
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, **versions()}
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
     if args.plot and args.mode in ("benchmark", "leaderboard"):
@@ -172,6 +181,81 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submissions: int,
+          bandwidth: Optional[float]) -> None:
+    """What is printed as each submission finishes."""
+    from harness import report
+
+    if args.mode == "profile":
+            for c in result.cases:
+                report.console.rule(f"{result.name} · {problem.label(c.args)}")
+                report.console.print(c.profile or f"[red]{c.reason}[/]", markup=not c.profile)
+    if args.mode in ("test", "benchmark", "profile") or n_submissions == 1:
+        if result.error:
+            report.console.print(f"[red]FAIL[/] {result.name}: {result.error}")
+        else:
+            report.console.print(report.submission_table(result, problem.label, bandwidth))
+    if args.mode == "leaderboard" and n_submissions > 1:
+        report.err_console.print(report.one_line(result, problem.label))
+    if not result.ok:
+        report.err_console.print(f"  worker log: {result.log}")
+    report.err_console.print(report.phase_line(result), highlight=False)
+
+
+def _parallel(args: argparse.Namespace) -> bool:
+    return args.backend == "ray" or args.gpus is not None or args.workers is not None or args.address is not None
+
+
+def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:
+    """(GPUs, evaluators) for a parallel run, checked before anything runs."""
+    usable = device.count if device.is_gpu else 0
+    if args.gpus in (None, "all"):
+        gpus = usable
+    else:
+        try:
+            gpus = int(args.gpus)
+        except ValueError:
+            raise UsageError(f"--gpus {args.gpus}: expected all or a number") from None
+        if not 0 <= gpus <= usable and args.backend != "ray":  # Ray's GPUs are the cluster's
+            raise UsageError(f"--gpus {gpus}: this machine has {usable} usable GPU(s)")
+    if args.address and args.backend != "ray":
+        raise UsageError("--address goes with --backend ray")
+    workers = args.workers if args.workers is not None else max(gpus, 1)
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    return gpus, workers
+
+
+def _evaluate_parallel(args: argparse.Namespace, ctx: RunContext, submissions: list[Path], record,
+                       gpus: int, workers: int) -> list[SubmissionResult]:
+    """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py)."""
+    from harness import report
+    from harness.pool import EvalSettings, evaluate_parallel, slot_envs
+
+    device = ctx.device
+    settings = EvalSettings(task=str(ctx.problem.spec.path), mode=args.mode,
+                            device=None if gpus else "cpu", small=ctx.small, log_dir=str(ctx.log_dir),
+                            secret=ctx.secret, bandwidth=ctx.bandwidth, graph=ctx.graph,
+                            policy=ctx.problem.policy or None, max_seconds=ctx.problem.spec.timing.max_seconds)
+    done = lambda index, result: record(result)  # noqa: E731
+    if args.backend == "ray":
+        from harness.ray_backend import RayMissing, evaluate_ray
+
+        settings = dataclasses.replace(settings, device="cuda" if gpus else "cpu")
+        report.err_console.print(f"Ray: {len(submissions)} task(s), {'1 GPU' if gpus else '1 CPU'} each, "
+                                 f"cluster {args.address or 'local'}")
+        try:
+            return evaluate_ray(submissions, settings, args.address, done, num_cpus=args.workers)
+        except RayMissing as exc:
+            raise UsageError(str(exc)) from None
+    if gpus and workers > gpus and args.mode != "test":
+        report.err_console.print(f"warning: {workers} evaluators share {gpus} GPU(s): timed runs overlap on a "
+                                 "GPU, so timings are not clean (use this for --mode test)")
+    report.err_console.print(f"{workers} evaluator(s) in parallel on "
+                             + (f"{gpus} GPU(s)" if gpus else "the CPU"))
+    return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done)
+
+
 def default_task() -> Path:
     """./task.yml, else the checkout's, else the copy a non-editable install put in share/."""
     for candidate in (Path("task.yml"), REPO_ROOT / "task.yml", Path(sys.prefix) / "share" / "mla-eval" / "task.yml"):
@@ -182,20 +266,9 @@ def default_task() -> Path:
 
 def _load_problem(args: argparse.Namespace):
     """The task, with the command line's check policy and time budget applied."""
-    from harness.problem import load_problem
+    from harness.problem import configured, load_problem
 
-    problem = load_problem(args.task or default_task())
-    if args.check:
-        if args.check not in problem.spec.check.policies:
-            raise UsageError(f"unknown check policy {args.check!r}: task.yml defines "
-                             f"{', '.join(problem.spec.check.policies)}")
-        problem = dataclasses.replace(problem, policy=args.check)
-    if args.budget is not None:
-        if args.budget <= 0:
-            raise UsageError("--budget must be a positive number of seconds")
-        timing = dataclasses.replace(problem.spec.timing, max_seconds=args.budget)
-        problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
-    return problem
+    return configured(load_problem(args.task or default_task()), args.check, args.budget)
 
 
 def _popcorn(args: argparse.Namespace) -> int:

@@ -57,6 +57,7 @@ class SubmissionResult:
     log: str = ""
     scan: ScanResult = ScanResult("not scanned", ())
     variant: str = ""    # the input variant it reads (KV format), for the roofline
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
 
     @property
     def name(self) -> str:
@@ -86,6 +87,24 @@ def _no_progress(event: str, **info: Any) -> None:
     pass
 
 
+class PhaseClock:
+    """Adds up the parent's wall time per phase of an evaluation (shown and exported, so a slow
+    run says where its time went)."""
+
+    def __init__(self, phases: dict[str, float]):
+        self.phases = phases
+
+    def add(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def timed(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.add(name, time.perf_counter() - start)
+
+
 # Work left on other streams after the end event shows as the time a device-wide synchronize
 # takes right after it (the "tail"). Honest calls on the H200 (BENCHMARKS.md): median tails of
 # 18-27 µs on small cases and up to 86 µs on the 8k cases, one call 110 µs. Hiding work only pays
@@ -106,6 +125,7 @@ class RunContext:
     log_dir: Path
     secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(31))  # None: public seeds
     bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
+    graph: bool = False                # time CUDA-graph replays of the call (--graph)
 
     def case_seed(self, case: Case) -> int:
         """The seed a case's inputs are drawn from: its public seed mixed with the run's secret
@@ -134,9 +154,11 @@ class RunContext:
 
 def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress) -> SubmissionResult:
     problem, small = ctx.problem, ctx.small
+    wall = time.perf_counter()
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
-                              log=str(ctx.log_dir / f"{path.stem}.log"), scan=scan(path),
+                              log=str(ctx.log_dir / f"{path.stem}.log"),
                               variant=declared_variant(path, problem.spec.kv_formats))
+    clock = PhaseClock(result.phases)
     tests = problem.spec.cases("test", small)
     benchmarks = problem.spec.cases("benchmark", small)
     plan: list[tuple[Case, str]] = []
@@ -148,10 +170,15 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         plan += [(c, "profile") for c in benchmarks]
 
     timeouts = problem.spec.timeouts
+    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup)
+    # The worker imports torch and the submission meanwhile; the scan runs in the parent.
+    result.scan = clock.timed("static scan", scan, path)
     try:
-        box = Sandbox(path, ctx.device, Path(result.log), timeouts.startup)
+        clock.timed("worker start", box.wait_ready)
     except WorkerFailure as exc:
         result.ok, result.error = False, f"{exc.kind}: {exc}"
+        box.close()
+        result.phases["total"] = time.perf_counter() - wall
         return result
     with box:
         for i, (case, action) in enumerate(plan):
@@ -161,11 +188,11 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             progress("case_start", case=case, action=action)
             try:
                 if action == "test":
-                    outcome = _test_case(box, ctx, case)
+                    outcome = _test_case(box, ctx, case, clock)
                 elif action == "benchmark":
-                    outcome = _benchmark_case(box, ctx, case, result.variant, progress)
+                    outcome = _benchmark_case(box, ctx, case, result.variant, progress, clock)
                 else:
-                    outcome = _profile_case(box, ctx, case)
+                    outcome = _profile_case(box, ctx, case, clock)
             except WorkerFailure as exc:
                 outcome = _result(case, False, f"{exc.kind}: {exc}")
                 if exc.fatal:
@@ -177,36 +204,45 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             result.cases.append(outcome)
             progress("case_end", result=outcome)
     result.ok = bool(result.cases) and all(c.ok for c in result.cases)
+    result.phases["total"] = time.perf_counter() - wall
     return result
 
 
 class _Inputs:
     """The case's input buffers, shared with the worker once and refilled in place per call."""
 
-    def __init__(self, box: Sandbox, ctx: RunContext, case: Case):
-        self.box, self.ctx, self.case = box, ctx, case
-        self.data = ctx.problem.generate(case.args, ctx.case_seed(case), ctx.device.torch_device)
+    def __init__(self, box: Sandbox, ctx: RunContext, case: Case, clock: PhaseClock):
+        self.box, self.ctx, self.case, self.clock = box, ctx, case, clock
+        self.data = self._generate(ctx.case_seed(case))
         self.pristine = _clone(self.data)
-        self.expected = ctx.problem.expected(self.pristine)
+        self._expect(self.pristine)
         self.floor_s = ctx.floor_s(self.pristine)
-        synchronize(ctx.device)
-        box.send_inputs(self.data)
+        clock.timed("inputs", box.send_inputs, self.data)
+
+    def _generate(self, seed: int) -> Any:
+        return self.clock.timed("inputs", self.ctx.problem.generate, self.case.args, seed, self.ctx.device.torch_device)
+
+    def _expect(self, data: Any) -> None:
+        self.expected = self.clock.timed("reference", self.ctx.problem.expected, data)
+        self.clock.timed("reference", synchronize, self.ctx.device)
 
     def refill(self, seed: int) -> None:
-        fresh = self.ctx.problem.generate(self.case.args, seed, self.ctx.device.torch_device)
+        fresh = self._generate(seed)
         for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
             dst.copy_(src)
         self.pristine = fresh
-        self.expected = self.ctx.problem.expected(fresh)
-        synchronize(self.ctx.device)
+        self._expect(fresh)
 
     def call(self, timed: bool, deadline: float) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
-        output, timing = self.box.call(timed=timed, timeout=max(1.0, deadline - time.monotonic()))
+        output, timing = self.clock.timed("calls", self.box.call, timed=timed,
+                                          timeout=max(1.0, deadline - time.monotonic()))
+        if timed:
+            self.clock.add("timed device", timing.device_s)
         problem = self.ctx.problem
         shape, dtype = problem.layout(self.pristine)
-        verdict = judge(output, shape, dtype, self.ctx.device.torch_device, self.pristine, self.data,
-                        lambda out: problem.check(out, self.expected))
+        verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
+                                   self.data, lambda out: problem.check(out, self.expected))
         if verdict.ok:
             issue = timing_problem(timing, self.floor_s if timed else None)
             if issue:
@@ -236,16 +272,17 @@ def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]
     return None
 
 
-def _test_case(box: Sandbox, ctx: RunContext, case: Case) -> CaseResult:
-    inputs = _Inputs(box, ctx, case)
+def _test_case(box: Sandbox, ctx: RunContext, case: Case, clock: PhaseClock) -> CaseResult:
+    inputs = _Inputs(box, ctx, case, clock)
     verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + ctx.problem.spec.timeouts.test_case)
     return _result(case, verdict.ok, verdict.reason)
 
 
-def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, progress: Progress) -> CaseResult:
+def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, progress: Progress,
+                    clock: PhaseClock) -> CaseResult:
     timing = ctx.problem.spec.timing
     deadline = time.monotonic() + ctx.problem.spec.timeouts.benchmark_case
-    inputs = _Inputs(box, ctx, case)
+    inputs = _Inputs(box, ctx, case, clock)
     moved = ctx.problem.bytes_moved(inputs.pristine).get(variant)
     # Warm-up (compilation, autotuning), a secret number of extra calls so a submission cannot
     # count its way to the first timed call; every output is checked.
@@ -253,6 +290,11 @@ def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, pro
         verdict, _ = inputs.call(timed=False, deadline=deadline)
         if not verdict.ok:
             return _result(case, False, f"warm-up call: {verdict.reason}")
+    method_notes: tuple[str, ...] = ()
+    if ctx.graph and ctx.device.is_gpu:
+        captured, why = box.capture(timeout=max(1.0, deadline - time.monotonic()))
+        if not captured:
+            method_notes = (f"--graph: not capturable ({why}); timed plain calls",)
     device_times: list[float] = []
     host_times: list[float] = []
     tails: list[float] = []
@@ -274,7 +316,8 @@ def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, pro
     device = summarize(device_times)
     return _result(case, True, verdict.reason, device=device, host=summarize(host_times),
                    tail=summarize(tails), bytes=moved,
-                   warnings=noise_warnings(device, time.monotonic() - start, timing.max_seconds, timing.target_rel_ci))
+                   warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
+                                                          timing.target_rel_ci))
 
 
 NOISY_STD = 0.10  # std above 10% of the median
@@ -290,9 +333,9 @@ def noise_warnings(stats: Stats, elapsed: float, budget: float, target_rel_ci: f
     return tuple(out)
 
 
-def _profile_case(box: Sandbox, ctx: RunContext, case: Case) -> CaseResult:
+def _profile_case(box: Sandbox, ctx: RunContext, case: Case, clock: PhaseClock) -> CaseResult:
     timeout = ctx.problem.spec.timeouts.benchmark_case
-    inputs = _Inputs(box, ctx, case)
+    inputs = _Inputs(box, ctx, case, clock)
     verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + timeout)  # warm up outside the profile
     if not verdict.ok:
         return _result(case, False, verdict.reason)

@@ -75,6 +75,21 @@ class Problem:
         return self.reference.output_layout(data)
 
 
+def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Optional[float] = None) -> Problem:
+    """`problem` with a check policy and a time budget per benchmark case chosen at run time."""
+    if policy:
+        if policy not in problem.spec.check.policies:
+            raise SpecError(f"unknown check policy {policy!r}: task.yml defines "
+                            f"{', '.join(problem.spec.check.policies)}")
+        problem = dataclasses.replace(problem, policy=policy)
+    if max_seconds is not None:
+        if max_seconds <= 0:
+            raise SpecError("--budget must be a positive number of seconds")
+        timing = dataclasses.replace(problem.spec.timing, max_seconds=max_seconds)
+        problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
+    return problem
+
+
 def load_problem(task_path: str | Path) -> Problem:
     """Load task.yml and the reference.py beside it (validating both)."""
     task_path = Path(task_path).resolve()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
+from rich.markup import escape
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -131,6 +132,17 @@ def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
     return f"{r.name}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
 
 
+PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check")
+
+
+def phase_line(r: SubmissionResult) -> str:
+    """Where an evaluation's wall time went, in the parent: one line."""
+    if not r.phases:
+        return ""
+    parts = [f"{name} {r.phases[name]:.2f}" for name in PHASE_ORDER if name in r.phases]
+    return f"{r.name}: {r.phases.get('total', 0.0):.1f} s = " + " · ".join(parts) + " s"
+
+
 def _scan_cell(r: SubmissionResult) -> str:
     text = r.scan.summary()
     return f"[yellow]{text}[/]" if r.scan.flags else text
@@ -200,7 +212,7 @@ def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequenc
 
 
 def error(message: str) -> None:
-    err_console.print(f"[red]error:[/] {message}", markup=True)
+    err_console.print(f"[red]error:[/] {escape(message)}", markup=True)  # messages may hold [brackets]
 
 
 def selftest_table(rows: Sequence[Any], label: Callable[[dict], str], policy: str) -> Table:
@@ -224,7 +236,8 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
         roof = r.geomean_roofline(bandwidth)
         base = {"submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
                 "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
-                "static_scan": r.scan.summary(), "error": r.error}
+                "static_scan": r.scan.summary(), "error": r.error,
+                **{f"seconds_{k.replace(' ', '_')}": round(v, 4) for k, v in r.phases.items()}}
         if not r.cases:
             rows.append({**base, "kind": None, "case": None})
         for c in r.cases:

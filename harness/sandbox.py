@@ -76,12 +76,20 @@ class Sandbox:
             args=(child_conn, str(submission), REPO_ROOT, str(log_path), device.type, device.l2_bytes))
         self._proc.start()
         child_conn.close()
-        reply = self._receive(startup_timeout, "starting the worker and importing the submission")
+        self._startup_timeout, self._ready = startup_timeout, False
+
+    def wait_ready(self) -> None:
+        """Wait for the worker to import the submission (starting it does not wait, so the parent
+        can work meanwhile). Raises WorkerFailure when the import fails."""
+        if self._ready:
+            return
+        reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
         if reply[0] == "fatal":
             self.close()
             raise WorkerFailure(str(reply[1]), str(reply[2]))
         if reply[0] != "ready":
             self._protocol_error(reply)
+        self._ready = True
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -112,6 +120,17 @@ class Sandbox:
             self._protocol_error(reply)
         return copy, timing
 
+    def capture(self, timeout: float) -> tuple[bool, str]:
+        """Ask the worker to capture the call in a CUDA graph and replay it from now on (until the
+        next inputs). Returns (captured, why not)."""
+        self._send(("capture",))
+        reply = self._receive(timeout, "capturing the call in a CUDA graph")
+        if reply[0] == "error":
+            raise WorkerFailure(str(reply[1]), str(reply[2]))
+        if reply[0] != "captured" or len(reply) != 3:
+            self._protocol_error(reply)
+        return bool(reply[1]), str(reply[2])
+
     def profile(self, row_limit: int, timeout: float) -> str:
         self._send(("profile", row_limit))
         reply = self._receive(timeout, "a profiled call")
@@ -133,6 +152,7 @@ class Sandbox:
 
     # -- plumbing
     def _send(self, msg: Any) -> None:
+        self.wait_ready()
         try:
             self._conn.send(msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):

@@ -74,6 +74,8 @@ ADDED_COLUMNS = [
     ("cases", "warnings", "TEXT NOT NULL DEFAULT ''"),
     ("cases", "ci95_rel", "REAL"),
     ("runs", "secret", "INTEGER"),
+    ("runs", "timing", "TEXT NOT NULL DEFAULT 'events'"),
+    ("submissions", "phases", "TEXT NOT NULL DEFAULT '{}'"),
 ]
 
 
@@ -99,21 +101,23 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
-    def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str]) -> int:
+    def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str], timing: str = "events") -> int:
         with self.db:
             cur = self.db.execute(
-                "INSERT INTO runs (started, status, mode, task, git_commit, device, vendor, arch, versions)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-                (_now(), mode, task, git_commit(), device.name, device.vendor, device.arch, json.dumps(versions)))
+                "INSERT INTO runs (started, status, mode, task, git_commit, device, vendor, arch, versions, timing)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (_now(), mode, task, git_commit(), device.name, device.vendor, device.arch, json.dumps(versions),
+                 timing))
         return int(cur.lastrowid)
 
     def add_submission(self, run_id: int, result: SubmissionResult) -> None:
         with self.db:  # one transaction: the submission and all its cases, or nothing
             cur = self.db.execute(
-                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags, phases)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, result.name, result.path, result.sha256, int(result.ok), result.error, result.geomean_us(),
-                 result.scan.classification, json.dumps(list(result.scan.flags))))
+                 result.scan.classification, json.dumps(list(result.scan.flags)),
+                 json.dumps({k: round(v, 4) for k, v in result.phases.items()})))
             sid = cur.lastrowid
             for c in result.cases:
                 d, h = c.device, c.host

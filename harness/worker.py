@@ -10,6 +10,8 @@ Protocol (parent -> worker, worker -> parent), all tuples:
   parent: ("inputs", data)        keep these tensors; the parent refills them in place later
   parent: ("call", timed)         call custom_kernel once
                                   -> ("output", tensor, device_s, host_s, tail_s, replaced_timer_names)
+  parent: ("capture",)            capture one call in a CUDA graph; later calls replay it, until the
+                                  next inputs -> ("captured", ok, message)
   parent: ("profile", row_limit)  one call under torch.profiler -> ("profile", table)
   parent: ("exit",)
   any failing call -> ("error", kind, message)
@@ -20,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
     import torch
 
     from harness import compat
-    from harness.timing import CallTimer
+    from harness.timing import CallTimer, capture_graph
 
     compat.install()
     timer = CallTimer(device_type, l2_bytes)  # before the import: it keeps the original timer functions
@@ -45,9 +48,12 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
     conn.send(("ready", {"pid": os.getpid()}))
 
     data = None
+    call = kernel         # or a CUDA-graph replay of it, after "capture"
     last_output = None  # kept alive until the parent has copied it (CUDA IPC needs the producer alive)
     while True:
         try:
+            if timer.gpu:
+                _spin_until_readable(conn)
             msg = conn.recv()
         except EOFError:
             return
@@ -55,12 +61,21 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
         if op == "exit":
             return
         if op == "inputs":
-            data = msg[1]
+            data, call = msg[1], kernel
             continue
         try:
-            if op == "call":
+            if op == "capture":
+                try:
+                    call = capture_graph(kernel, data)
+                    conn.send(("captured", True, ""))
+                except Exception as exc:  # not capturable: plain calls go on
+                    traceback.print_exc()
+                    call = kernel
+                    torch.cuda.synchronize()
+                    conn.send(("captured", False, _one_line(exc)))
+            elif op == "call":
                 last_output = None
-                out, timing = timer(kernel, data, timed=msg[1])
+                out, timing = timer(call, data, timed=msg[1])
                 problem = _hygiene(out, data)
                 if problem:
                     conn.send(("error", "bad output", problem))
@@ -74,6 +89,19 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
             kind = "out of memory" if oom else "exception"
             conn.send(("error", kind, _one_line(exc)))
+
+
+SPIN_SECONDS = 0.05
+
+
+def _spin_until_readable(conn) -> None:
+    """Poll the pipe without sleeping for a while before blocking: the parent's work between two
+    timed calls (refill, check) takes milliseconds, and a worker woken from a blocking wait runs
+    its first Python with cold CPU caches, which would inflate the host time it reports."""
+    deadline = time.perf_counter() + SPIN_SECONDS
+    while time.perf_counter() < deadline:
+        if conn.poll(0):
+            return
 
 
 class _LoadError(Exception):

@@ -3,14 +3,18 @@ interval the GPU's cold-cache time of the call?
 
 For one submission and a few benchmark shapes it measures the same call five ways:
 
-  harness    the harness's CallTimer: L2 flush + busy writes sized to the host time, events
-             around one call (what every leaderboard number is)
-  rotated    no flush at all: K independent input sets whose total size exceeds 3x L2, called
-             back to back between two events after a busy prefix that covers all K launches;
-             per call = interval / K. Every call reads data L2 cannot hold: the cold-cache truth.
-  no_flush   as rotated, but all K calls on the same input set (warm L2 after the first call)
-  graph      the call captured once in a CUDA graph; each replay after an L2 flush, events around it
-  kernels    torch.profiler's sum of the call's kernel durations (no gaps between its kernels)
+  harness      the harness's CallTimer (busy writes of 2x L2 sized to the host time, then one
+               read of that buffer so L2 holds clean lines), events around one call: what every
+               leaderboard number is
+  write-only   the same without the final read (L2 left full of dirty lines)
+  rotated      no flush: each call reads one of K input sets totalling over 3x L2 in turn, so
+               its data cannot be in L2; the launch is hidden behind busy writes into a 4 MiB
+               buffer (which L2 holds); events around one call. The cold-cache reference.
+  no-flush     as rotated, but always the same input set (warm L2 for cases that fit)
+  rotated b2b  the K rotated calls back to back between two events; interval / K (a call's
+               ramp-up and the events' own cost amortised)
+  graph        the call captured once in a CUDA graph; each replay behind the harness's flush
+  kernels      torch.profiler's sum of the call's kernel durations (no gaps between its kernels)
 
 Usage (GPU machine, repo root):
     python tools/timing_experiments.py submissions/triton_bf16.py [--cases 0,1,5] [--out FILE]
@@ -33,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
-from harness.timing import CallTimer  # noqa: E402
+from harness.timing import CallTimer, capture_graph  # noqa: E402
 
 
 def load_submission(path: str):
@@ -74,17 +78,36 @@ def back_to_back(fn, inputs, buffer, busy_writes, reps):
     return statistics.median(per_call)
 
 
+def lone_calls(fn, inputs, small, writes):
+    """Median of one call between two events per input, behind `writes` memsets of `small`."""
+    times = []
+    for data in inputs:
+        torch.cuda.synchronize()
+        for _ in range(writes):
+            small.zero_()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        fn(data)
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("submission")
     parser.add_argument("--cases", default="0,2,5", help="benchmark case indices")
-    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=60)
     args = parser.parse_args()
 
     info = detect("cuda")
     problem = load_problem(ROOT / "task.yml")
     fn = load_submission(args.submission)
     timer = CallTimer("cuda", info.l2_bytes)
+    write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
+    small = torch.zeros(4 << 20, dtype=torch.uint8, device="cuda")
+    small_s = write_timer._measure(small.zero_)
     print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs")
     rows = []
     for index in (int(i) for i in args.cases.split(",")):
@@ -95,46 +118,35 @@ def main() -> int:
             fn(data)
         torch.cuda.synchronize()
 
-        # 1. the harness's method
+        # 1. the harness's method, and without its final read
         device, host = [], []
         for _ in range(args.calls):
             _, t = timer(fn, data, timed=True)
             device.append(t.device_s * 1e6)
             host.append(t.host_s * 1e6)
         harness_us, host_us = statistics.median(device), statistics.median(host)
+        write_only = [write_timer(fn, data, timed=True)[1].device_s * 1e6 for _ in range(args.calls)]
+        write_only_us = statistics.median(write_only)
 
-        # 2./3. rotated buffers and no flush, back to back behind busy writes covering every launch
-        k = max(3, -(-3 * info.l2_bytes // input_bytes(data)))
-        k = min(k, 64)
+        # 2./3. rotated input sets (cold) and one input set (warm), one call between events,
+        # the launch hidden behind busy writes into a small buffer L2 keeps
+        k = min(64, max(3, -(-3 * info.l2_bytes // input_bytes(data))))
         rotated = [problem.generate(case.args, case.seed + 1 + i, info.torch_device) for i in range(k)]
+        for d in rotated[:2]:
+            fn(d)
+        small_writes = min(400, 2 + int(1.5 * host_us * 1e-6 / small_s))
+        rotated_us = lone_calls(fn, [rotated[i % k] for i in range(args.calls)], small, small_writes)
+        warm_us = lone_calls(fn, [data] * args.calls, small, small_writes)
         busy = 2 + int(2.0 * k * host_us * 1e-6 / timer.flush_s)
-        rotated_us = back_to_back(fn, rotated, timer.buffer, busy, reps=15)
-        warm_us = back_to_back(fn, [data] * k, timer.buffer, busy, reps=15)
+        b2b_us = back_to_back(fn, rotated, timer.buffer, busy, reps=10)
         del rotated
 
-        # 4. CUDA graph replays after a flush
+        # 4. CUDA graph replays behind the harness's flush
         graph_us = float("nan")
         try:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                fn(data)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                fn(data)
-            replays = []
-            for _ in range(args.calls):
-                torch.cuda.synchronize()
-                timer.buffer.zero_()
-                timer.buffer.zero_()
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                begin.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                replays.append(begin.elapsed_time(end) * 1e3)
-            graph_us = statistics.median(replays)
+            replay = capture_graph(fn, data)
+            graph_us = statistics.median(timer(replay, data, timed=True)[1].device_s * 1e6
+                                         for _ in range(args.calls))
         except Exception as exc:  # not capturable: report and go on
             print(f"{label}: graph capture failed: {type(exc).__name__}: {exc}")
 
@@ -146,7 +158,7 @@ def main() -> int:
                 timer(fn, data, timed=True)
             torch.cuda.synchronize()
         kernel_us = sum(e.device_time_total for e in prof.key_averages()
-                        if "zero" not in e.key.lower() and "fill" not in e.key.lower()
+                        if not any(w in e.key.lower() for w in ("zero", "fill", "reduce_kernel"))
                         and e.device_time_total > 0) / 20
         # host time of a call with the GPU idle
         torch.cuda.synchronize()
@@ -156,17 +168,18 @@ def main() -> int:
             start = time.perf_counter()
             fn(data)
             idle_host.append((time.perf_counter() - start) * 1e6)
-        rows.append((label, k, harness_us, rotated_us, warm_us, graph_us, kernel_us, host_us,
-                     statistics.median(idle_host)))
+        rows.append((label, k, harness_us, write_only_us, rotated_us, warm_us, b2b_us, graph_us, kernel_us,
+                     host_us, statistics.median(idle_host)))
         torch.cuda.synchronize()
 
     print()
-    print("| case | K sets | harness µs | rotated µs | no-flush µs | graph µs | kernels µs (profiler) "
-          "| harness / rotated | no-flush / rotated | host µs (timed) | host µs (GPU idle) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, k, h, r, w, g, kern, host_us, idle in rows:
-        print(f"| {label} | {k} | {h:.1f} | {r:.1f} | {w:.1f} | {g:.1f} | {kern:.1f} | {h / r:.3f} "
-              f"| {w / r:.3f} | {host_us:.0f} | {idle:.0f} |")
+    print("| case | K sets | harness µs | write-only µs | rotated µs | no-flush µs | rotated b2b µs | graph µs "
+          "| kernels µs | harness / rotated | write-only / rotated | no-flush / rotated | host µs (timed) "
+          "| host µs (GPU idle) |")
+    print("|---" * 14 + "|")
+    for label, k, h, wo, r, w, b2b, g, kern, host_us, idle in rows:
+        print(f"| {label} | {k} | {h:.1f} | {wo:.1f} | {r:.1f} | {w:.1f} | {b2b:.1f} | {g:.1f} | {kern:.1f} "
+              f"| {h / r:.3f} | {wo / r:.3f} | {w / r:.3f} | {host_us:.0f} | {idle:.0f} |")
     return 0
 
 

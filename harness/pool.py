@@ -1,0 +1,177 @@
+"""Many submissions at once: one trusted evaluator process per GPU (or per CPU worker), or Ray.
+
+The trust model is the sequential one, moved into processes: an *evaluator* is harness code
+(trusted) that runs `engine.evaluate` for one submission at a time; `evaluate` starts the
+submission's own untrusted worker as its child, so submission code still runs only there. The
+driver (the CLI process) hands out jobs, collects each `SubmissionResult` and alone writes the
+database. An evaluator is pinned to its GPU through CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES,
+set before it initialises the GPU and inherited by its workers.
+
+What must not overlap for timings to stay clean: two timed runs on one GPU (the flush and the
+events assume the GPU is ours), and so many evaluators that the host's cores are short (host
+launch time feeds the launch-hiding busy work). So: one evaluator per GPU for benchmark and
+leaderboard runs; more per GPU only for `--mode test`, where nothing is timed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import traceback
+from collections import deque
+from multiprocessing import connection
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch.multiprocessing as tmp
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    """Everything an evaluator needs to rebuild the run's context on its own (picklable)."""
+
+    task: str                     # task.yml path (reference.py beside it)
+    mode: str
+    device: Optional[str]         # "cpu", "cuda" or None (detect)
+    small: bool
+    log_dir: str
+    secret: Optional[int]         # the run's secret: every evaluator draws the same case seeds
+    bandwidth: Optional[float]
+    graph: bool = False
+    policy: Optional[str] = None
+    max_seconds: Optional[float] = None
+
+    def context(self):
+        from harness.device import detect
+        from harness.engine import RunContext
+        from harness.problem import configured, load_problem
+
+        problem = configured(load_problem(self.task), self.policy, self.max_seconds)
+        device = detect(self.device)
+        return RunContext(problem, device, self.small, Path(self.log_dir), secret=self.secret,
+                          bandwidth=self.bandwidth, graph=self.graph and device.is_gpu)
+
+
+def slot_envs(gpus: int, workers: int, vendor: str) -> list[dict[str, str]]:
+    """The environment of each evaluator: `workers` of them spread round-robin over `gpus` GPUs
+    (none pinned when gpus == 0: CPU workers)."""
+    if gpus == 0:
+        return [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(workers)]  # keep CPU workers off any GPU
+    var = "HIP_VISIBLE_DEVICES" if vendor == "amd" else "CUDA_VISIBLE_DEVICES"
+    return [{var: str(i % gpus)} for i in range(workers)]
+
+
+def failed(path: Path, error: str):
+    from harness.engine import SubmissionResult
+
+    return SubmissionResult(str(path), "", ok=False, error=error)
+
+
+def _evaluator_main(conn: Any, settings: EvalSettings, env: dict[str, str]) -> None:
+    """An evaluator process: pin the device, build the context once, then evaluate job after job."""
+    os.environ.update(env)  # before anything initialises the GPU; the workers it starts inherit it
+    from harness.engine import evaluate
+
+    ctx = settings.context()
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        index, path = job
+        try:
+            conn.send(("result", index, evaluate(Path(path), ctx, settings.mode)))
+        except Exception as exc:  # a harness failure on this submission: report it, go on
+            traceback.print_exc()
+            conn.send(("result", index, failed(Path(path), f"harness error: {type(exc).__name__}: {exc}")))
+
+
+class _Slot:
+    def __init__(self, settings: EvalSettings, env: dict[str, str]):
+        self.settings, self.env = settings, env
+        self.job: Optional[tuple[int, Path]] = None
+        ctx = tmp.get_context("spawn")
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_evaluator_main, args=(child, settings, env), daemon=False,
+                                name=f"evaluator {env}")
+        self.proc.start()
+        child.close()
+        self.ready = False
+
+    def death(self) -> str:
+        self.proc.join(timeout=5)
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
+
+
+def evaluate_parallel(paths: Sequence[Path], settings: EvalSettings, envs: Sequence[dict[str, str]],
+                      on_result: Callable[[int, Any], None] = lambda i, r: None) -> list:
+    """Evaluate `paths` on len(envs) evaluator processes; results in the order of `paths`.
+
+    An evaluator that dies (killed, crashed) costs only the submission it was evaluating: that
+    one is reported failed with the reason, and a fresh evaluator takes the slot.
+    """
+    pending = deque(enumerate(paths))
+    results: list = [None] * len(paths)
+    slots = [_Slot(settings, env) for env in envs[:max(1, min(len(envs), len(paths)))]]
+
+    def finish(index: int, result: Any) -> None:
+        results[index] = result
+        on_result(index, result)
+
+    try:
+        while pending or any(s.job for s in slots):
+            for slot in slots:
+                if slot.ready and slot.job is None and pending:
+                    slot.job = pending.popleft()
+                    slot.conn.send((slot.job[0], str(slot.job[1])))
+            waitables = {s.conn: s for s in slots}
+            waitables.update({s.proc.sentinel: s for s in slots})
+            for slot in {waitables[w] for w in connection.wait(list(waitables))}:
+                try:
+                    msg = slot.conn.recv() if slot.conn.poll(0) else None
+                except (EOFError, OSError):
+                    msg = None
+                if msg is None and slot.proc.is_alive():
+                    continue
+                if msg is None:  # the evaluator died
+                    why = slot.death()
+                    if slot.job is not None:
+                        index, path = slot.job
+                        finish(index, failed(path, f"evaluator process {why} while evaluating this submission"))
+                    elif not slot.ready:
+                        raise RuntimeError(f"an evaluator process {why} while starting")
+                    slot.stop()
+                    slots.remove(slot)
+                    if pending:
+                        slots.append(_Slot(settings, slot.env))
+                elif msg[0] == "ready":
+                    slot.ready = True
+                elif msg[0] == "result":
+                    finish(msg[1], msg[2])
+                    slot.job = None
+    finally:
+        for slot in slots:
+            slot.stop()
+    return results

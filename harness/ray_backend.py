@@ -1,0 +1,88 @@
+"""A cluster through Ray: one Ray task per submission, each asking for one GPU.
+
+Ray schedules, places and pins (it sets CUDA_VISIBLE_DEVICES for a task that asks for a GPU);
+we do not schedule anything ourselves. A task is trusted harness code: it runs `engine.evaluate`,
+which starts the submission's untrusted worker as a child process on that node, and returns the
+`SubmissionResult`. The driver (the CLI) collects the results and alone writes the database.
+
+Nodes need not share a filesystem: the harness package travels as a Ray `py_modules` entry, and
+each task gets the submission, task.yml and reference.py as bytes and writes them to a private
+temporary folder. Ray is an optional extra: `pip install ".[ray]"`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from harness.pool import EvalSettings, failed
+
+HARNESS_DIR = Path(__file__).resolve().parent
+
+
+class RayMissing(RuntimeError):
+    pass
+
+
+def _job(settings: EvalSettings, files: dict[str, bytes], name: str) -> Any:
+    """Runs on a Ray worker: unpack the files, evaluate one submission, return its result."""
+    from harness.engine import evaluate
+
+    with tempfile.TemporaryDirectory(prefix="mla-eval-") as tmp:
+        folder = Path(tmp)
+        for rel, content in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(content)
+        local = dataclasses.replace(settings, task=str(folder / "task" / "task.yml"),
+                                    log_dir=str(folder / "logs"))
+        result = evaluate(folder / "submission" / name, local.context(), settings.mode)
+        log = Path(result.log)
+        result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
+        return result
+
+
+def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optional[str],
+                 on_result: Callable[[int, Any], None] = lambda i, r: None,
+                 num_cpus: Optional[int] = None) -> list:
+    """Evaluate `paths` as Ray tasks on the cluster at `address` (None: start a local Ray)."""
+    try:
+        import ray
+    except ImportError:
+        raise RayMissing("--backend ray needs Ray: pip install \".[ray]\"") from None
+
+    task_dir = Path(settings.task).resolve().parent
+    task_files = {"task/task.yml": Path(settings.task).read_bytes(),
+                  "task/reference.py": (task_dir / "reference.py").read_bytes()}
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"py_modules": [str(HARNESS_DIR)]})
+    gpu = settings.device != "cpu"
+    remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)(_job)
+    refs = {}
+    for index, path in enumerate(paths):
+        files = {**task_files, f"submission/{path.name}": path.read_bytes()}
+        refs[remote.remote(settings, files, path.name)] = (index, path)
+    results: list = [None] * len(paths)
+    try:
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            index, path = refs.pop(done[0])
+            try:
+                result = ray.get(done[0])
+                result.path = str(path)
+                local_log = Path(settings.log_dir) / f"{path.stem}.log"  # the node's log, kept here
+                local_log.parent.mkdir(parents=True, exist_ok=True)
+                local_log.write_text(result.log)
+                result.log = str(local_log)
+            except Exception as exc:  # the task died (node lost, worker killed): this submission only
+                reason = " ".join(str(exc).split())[:300]
+                result = failed(path, f"Ray task failed: {type(exc).__name__}: {reason}")
+            results[index] = result
+            on_result(index, result)
+    finally:
+        if started_here:
+            ray.shutdown()
+    return results

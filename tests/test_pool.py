@@ -1,0 +1,116 @@
+"""Parallel evaluation (harness/pool.py, harness/ray_backend.py) on CPU workers: the same verdicts
+as a sequential run, a killed evaluator reported and not lost, pinning per simulated GPU."""
+
+import shutil
+import sys
+
+import pytest
+
+from conftest import ROOT, ZOO
+
+from harness.engine import RunContext, evaluate
+from harness.pool import EvalSettings, evaluate_parallel, slot_envs
+
+POOL_ZOO = ROOT / "tests" / "zoo_pool"
+MIXED = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "segfault.py",
+         ZOO / "wrong_shape.py", ROOT / "submissions" / "torch_loop.py"]
+
+
+def settings_for(problem, tmp_path, mode="test", **kw):
+    return EvalSettings(task=str(problem.spec.path), mode=mode, device="cpu", small=True,
+                        log_dir=str(tmp_path / "logs"), secret=1234, bandwidth=None, **kw)
+
+
+def verdicts(result):
+    return (result.name, result.ok, result.error, [(c.kind, c.name, c.ok, c.reason) for c in result.cases])
+
+
+def test_pool_verdicts_match_the_sequential_run(problem, cpu, tmp_path):
+    ctx = RunContext(problem, cpu, True, tmp_path / "seq", secret=1234)
+    sequential = [evaluate(p, ctx, "test") for p in MIXED]
+    finished = []
+    parallel = evaluate_parallel(MIXED, settings_for(problem, tmp_path), slot_envs(0, 2, "cpu"),
+                                 lambda i, r: finished.append(i))
+    assert sorted(finished) == list(range(len(MIXED)))
+    assert [verdicts(r) for r in parallel] == [verdicts(r) for r in sequential]
+    assert [r.ok for r in parallel] == [True, False, False, False, True]
+
+
+def test_killed_evaluator_is_reported_and_the_rest_go_on(problem, tmp_path):
+    paths = [POOL_ZOO / "kills_evaluator.py", ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py"]
+    results = evaluate_parallel(paths, settings_for(problem, tmp_path), slot_envs(0, 1, "cpu"))
+    assert not results[0].ok
+    assert results[0].error == "evaluator process killed by SIGKILL while evaluating this submission"
+    assert results[1].ok  # a fresh evaluator took the slot
+    assert not results[2].ok and "zeros" not in results[2].error
+
+
+def test_each_evaluator_is_pinned_to_its_own_gpu(problem, tmp_path):
+    """Three simulated GPUs: each evaluator gets its own CUDA_VISIBLE_DEVICES, and the submission's
+    worker (a child of the evaluator) inherits it."""
+    copies = []
+    for i in range(3):
+        copy = tmp_path / f"pin{i}.py"
+        shutil.copy(POOL_ZOO / "reports_pin.py", copy)
+        copies.append(copy)
+    envs = slot_envs(3, 3, "nvidia")
+    assert envs == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}, {"CUDA_VISIBLE_DEVICES": "2"}]
+    assert slot_envs(2, 4, "amd") == [{"HIP_VISIBLE_DEVICES": str(i % 2)} for i in range(4)]
+    results = evaluate_parallel(copies, settings_for(problem, tmp_path), envs)
+    assert all(r.ok for r in results)
+    pins = sorted((tmp_path / "logs" / f"pin{i}.log").read_text().split("pinned to: ")[1].split()[0]
+                  for i in range(3))
+    assert pins == ["'0'", "'1'", "'2'"]
+
+
+def test_cli_parallel_mode_exit_code_and_store(tmp_path, capsys):
+    from harness.cli import main
+    from harness.store import Store
+
+    db = tmp_path / "r.db"
+    code = main(["--mode", "test", "--gpus", "0", "--workers", "2", "--no-progress", "--db", str(db),
+                 "--logs", str(tmp_path / "logs"), "--submission", str(ROOT / "submissions" / "torch_batched.py"),
+                 "--submission", str(ZOO / "zeros.py")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "2 evaluator(s) in parallel on the CPU" in err
+    rows = Store(str(db)).runs()
+    assert rows[0]["status"] == "complete" and rows[0]["submissions"] == 2 and rows[0]["passed"] == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "2"], "--gpus 2: this machine has 0 usable GPU(s)"),
+    (["--gpus", "many"], "--gpus many: expected all or a number"),
+    (["--workers", "0"], "--workers must be at least 1"),
+    (["--address", "ray://x:10001"], "--address goes with --backend ray"),
+])
+def test_parallel_flags_are_checked(tmp_path, capsys, args, message):
+    from harness.cli import main
+
+    code = main(["--mode", "test", "--db", str(tmp_path / "r.db"), *args])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_ray_backend_matches_sequential(problem, cpu, tmp_path):
+    pytest.importorskip("ray")
+    from harness.ray_backend import evaluate_ray
+
+    paths = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "segfault.py"]
+    ctx = RunContext(problem, cpu, True, tmp_path / "seq", secret=1234)
+    sequential = [evaluate(p, ctx, "test") for p in paths]
+    settings = settings_for(problem, tmp_path, max_seconds=problem.spec.timing.max_seconds)
+    results = evaluate_ray(paths, settings, address=None, num_cpus=2)
+    assert [verdicts(r) for r in results] == [verdicts(r) for r in sequential]
+    assert [r.path for r in results] == [str(p) for p in paths]
+    assert (tmp_path / "logs" / "segfault.log").exists()
+
+
+def test_ray_missing_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    code = main(["--mode", "test", "--backend", "ray", "--db", str(tmp_path / "r.db"),
+                 "--submission", str(ZOO / "zeros.py")])
+    assert code == 2
+    assert "--backend ray needs Ray: pip install \".[ray]\"" in capsys.readouterr().err
