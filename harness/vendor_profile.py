@@ -22,6 +22,24 @@ class ProfilerMissing(RuntimeError):
     pass
 
 
+# The rows of Nsight Compute's summary worth reading first (the full report stays in the file).
+KEY_METRICS = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM) Throughput",
+               "Registers Per Thread", "Achieved Occupancy", "Theoretical Occupancy", "Grid Size",
+               "Block Size", "Dynamic Shared Memory Per Block")
+
+
+def key_rows(summary: str) -> str:
+    """Kernel header lines and the KEY_METRICS rows of `ncu --print-summary per-kernel` output."""
+    keep = []
+    for line in summary.splitlines():
+        stripped = line.strip()
+        if ", Context " in line and ", Device " in line:
+            keep.append(stripped)
+        elif any(stripped.startswith(name + " ") for name in KEY_METRICS):
+            keep.append("    " + " ".join(stripped.split()))
+    return "\n".join(keep) if keep else summary
+
+
 def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
     """The profiler's command line up to (not including) the program to run."""
     if tool == "ncu":
@@ -61,7 +79,7 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
         report = base.with_suffix(base.suffix + ".ncu-rep")
         summary = subprocess.run([shutil.which("ncu"), "--import", str(report), "--print-summary", "per-kernel"],
                                  capture_output=True, text=True).stdout
-        return report, summary
+        return report, key_rows(summary)
     return base, proc.stdout
 
 

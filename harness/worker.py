@@ -71,7 +71,8 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
                 except Exception as exc:  # not capturable: plain calls go on
                     traceback.print_exc()
                     call = kernel
-                    torch.cuda.synchronize()
+                    if timer.gpu:
+                        torch.cuda.synchronize()
                     conn.send(("captured", False, _one_line(exc)))
             elif op == "call":
                 last_output = None

@@ -175,3 +175,23 @@ def test_vendor_profile_child_makes_one_call(capsys):
 def test_ncu_on_cpu_is_a_clear_error(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "profile", "--ncu", "--submission", str(ROOT / "submissions" / "torch_loop.py")) == 2
     assert "--ncu profiles NVIDIA GPUs; this device is cpu" in capsys.readouterr().err
+
+
+def test_ncu_summary_is_cut_to_key_rows():
+    from harness.vendor_profile import key_rows
+
+    summary = """  _mla_decode_kernel (64, 16, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ------------------------------- ----------- ------- ------- -------
+    Metric Name                     Metric Unit Minimum Maximum Average
+    DRAM Frequency                          Ghz    3.19    3.19    3.19
+    Duration                                 us   10.50   10.50   10.50
+    Memory Throughput                         %   20.50   20.50   20.50
+    Registers Per Thread        register/thread  255.00  255.00  255.00
+    Achieved Occupancy                        %    6.24    6.24    6.24
+"""
+    rows = key_rows(summary).splitlines()
+    assert rows[0].startswith("_mla_decode_kernel (64, 16, 1)")
+    assert [r.split()[0] for r in rows[1:]] == ["Duration", "Memory", "Registers", "Achieved"]
+    assert "DRAM Frequency" not in key_rows(summary)
+    assert key_rows("no metrics here") == "no metrics here"

@@ -77,3 +77,57 @@ def test_noise_warnings():
     warnings = noise_warnings(noisy, elapsed=5.0, budget=5.0, target_rel_ci=0.01)
     assert any(w.startswith("noisy: std is") for w in warnings)
     assert any(w.startswith("time budget hit") for w in warnings)
+
+
+def test_phase_breakdown_is_recorded_shown_and_exported(problem, cpu, tmp_path):
+    import json
+
+    from conftest import ROOT
+    from harness.engine import RunContext, evaluate
+    from harness.report import phase_line, write_exports
+
+    ctx = RunContext(problem, cpu, True, tmp_path / "logs", secret=7)
+    result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "leaderboard")
+    assert result.ok
+    phases = result.phases
+    for name in ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "total"):
+        assert phases[name] > 0, name
+    parts = sum(v for k, v in phases.items() if k not in ("total", "timed device"))
+    assert parts <= phases["total"] and phases["timed device"] <= phases["calls"]
+    assert phase_line(result).startswith(f"torch_batched.py: {phases['total']:.1f} s = worker start ")
+    write_exports([result], problem.label, None, {"run": 1}, json_path=str(tmp_path / "r.json"))
+    row = json.loads((tmp_path / "r.json").read_text())["rows"][0]
+    assert row["seconds_total"] == pytest.approx(phases["total"], abs=1e-3)
+    store = Store(str(tmp_path / "r.db"))
+    run = store.start_run("leaderboard", "t", cpu, {})
+    store.add_submission(run, result)
+    stored = json.loads(store.db.execute("SELECT phases FROM submissions").fetchone()[0])
+    assert stored["calls"] == pytest.approx(phases["calls"], abs=1e-3)
+
+
+def test_graph_capture_falls_back_with_a_reason(problem, cpu, tmp_path):
+    """Without CUDA the worker cannot capture: it says why and keeps serving plain calls."""
+    from conftest import ROOT
+    from harness.sandbox import Sandbox
+
+    case = problem.spec.cases("benchmark", small=True)[0]
+    data = problem.generate(case.args, case.seed, cpu.torch_device)
+    with Sandbox(ROOT / "submissions" / "torch_batched.py", cpu, tmp_path / "w.log", 120) as box:
+        box.wait_ready()
+        box.send_inputs(data)
+        captured, why = box.capture(timeout=60)
+        assert not captured and why
+        out, _ = box.call(timed=True, timeout=60)
+        assert out.shape == (data[0].shape[0], 16, 512)
+
+
+def test_graph_flag_on_cpu_says_it_times_plain_calls(tmp_path, capsys):
+    from conftest import ROOT
+    from harness.cli import main
+
+    code = main(["--mode", "benchmark", "--graph", "--no-progress", "--db", str(tmp_path / "r.db"), "--budget", "0.5",
+                 "--logs", str(tmp_path / "logs"), "--submission", str(ROOT / "submissions" / "torch_batched.py")])
+    assert code == 0
+    assert "--graph needs a GPU: timing plain calls." in capsys.readouterr().err
+    row = sqlite3.connect(tmp_path / "r.db").execute("SELECT timing FROM runs").fetchone()
+    assert row[0] == "events"
