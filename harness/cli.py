@@ -5,15 +5,19 @@ Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import sys
-from pathlib import Path
-from typing import Optional, Sequence
+import time
 
-from harness.device import DeviceError, detect, measure_copy_bandwidth, versions
-from harness.engine import MODES, RunContext, SubmissionResult, evaluate
-from harness.spec import SpecError
+STARTED = time.perf_counter()  # before the heavy imports below: the run's wall time counts them
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Optional, Sequence  # noqa: E402
+
+from harness.device import DeviceError, detect, measure_copy_bandwidth, versions  # noqa: E402
+from harness.engine import MODES, RunContext, SubmissionResult, evaluate  # noqa: E402
+from harness.spec import SpecError  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,6 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         store.add_submission(run_id, result)
         _show(args, result, problem, len(submissions), bandwidth)
 
+    evaluations = time.perf_counter()
     if pool is not None:
         results = _evaluate_parallel(args, ctx, submissions, record, *pool)
     else:
@@ -176,6 +181,9 @@ def _run(args: argparse.Namespace) -> int:
         except PlotError as exc:
             report.error(str(exc))
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    now = time.perf_counter()
+    report.err_console.print(f"wall {now - STARTED:.1f} s: startup {evaluations - STARTED:.1f} s (imports, device, "
+                             f"task, database), evaluations {now - evaluations:.1f} s", highlight=False)
     if not all(r.ok for r in results):
         report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
     return 0 if all(r.ok for r in results) else 1

@@ -173,6 +173,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup)
     # The worker imports torch and the submission meanwhile; the scan runs in the parent.
     result.scan = clock.timed("static scan", scan, path)
+    first = _Inputs(ctx, plan[0][0], clock) if plan else None  # made while the worker starts
     try:
         clock.timed("worker start", box.wait_ready)
     except WorkerFailure as exc:
@@ -187,12 +188,14 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
                 continue
             progress("case_start", case=case, action=action)
             try:
+                inputs = first if i == 0 else _Inputs(ctx, case, clock)
+                inputs.share(box)
                 if action == "test":
-                    outcome = _test_case(box, ctx, case, clock)
+                    outcome = _test_case(inputs)
                 elif action == "benchmark":
-                    outcome = _benchmark_case(box, ctx, case, result.variant, progress, clock)
+                    outcome = _benchmark_case(inputs, result.variant, progress)
                 else:
-                    outcome = _profile_case(box, ctx, case, clock)
+                    outcome = _profile_case(inputs)
             except WorkerFailure as exc:
                 outcome = _result(case, False, f"{exc.kind}: {exc}")
                 if exc.fatal:
@@ -211,13 +214,17 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
 class _Inputs:
     """The case's input buffers, shared with the worker once and refilled in place per call."""
 
-    def __init__(self, box: Sandbox, ctx: RunContext, case: Case, clock: PhaseClock):
-        self.box, self.ctx, self.case, self.clock = box, ctx, case, clock
+    def __init__(self, ctx: RunContext, case: Case, clock: PhaseClock):
+        self.ctx, self.case, self.clock = ctx, case, clock
         self.data = self._generate(ctx.case_seed(case))
         self.pristine = _clone(self.data)
         self._expect(self.pristine)
         self.floor_s = ctx.floor_s(self.pristine)
-        clock.timed("inputs", box.send_inputs, self.data)
+
+    def share(self, box: Sandbox) -> None:
+        """Hand the input buffers to the worker (it keeps them; refills happen in place)."""
+        self.box = box
+        self.clock.timed("inputs", box.send_inputs, self.data)
 
     def _generate(self, seed: int) -> Any:
         return self.clock.timed("inputs", self.ctx.problem.generate, self.case.args, seed, self.ctx.device.torch_device)
@@ -272,17 +279,16 @@ def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]
     return None
 
 
-def _test_case(box: Sandbox, ctx: RunContext, case: Case, clock: PhaseClock) -> CaseResult:
-    inputs = _Inputs(box, ctx, case, clock)
-    verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + ctx.problem.spec.timeouts.test_case)
+def _test_case(inputs: _Inputs) -> CaseResult:
+    case = inputs.case
+    verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + inputs.ctx.problem.spec.timeouts.test_case)
     return _result(case, verdict.ok, verdict.reason)
 
 
-def _benchmark_case(box: Sandbox, ctx: RunContext, case: Case, variant: str, progress: Progress,
-                    clock: PhaseClock) -> CaseResult:
+def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseResult:
+    ctx, case, box = inputs.ctx, inputs.case, inputs.box
     timing = ctx.problem.spec.timing
     deadline = time.monotonic() + ctx.problem.spec.timeouts.benchmark_case
-    inputs = _Inputs(box, ctx, case, clock)
     moved = ctx.problem.bytes_moved(inputs.pristine).get(variant)
     # Warm-up (compilation, autotuning), a secret number of extra calls so a submission cannot
     # count its way to the first timed call; every output is checked.
@@ -333,9 +339,9 @@ def noise_warnings(stats: Stats, elapsed: float, budget: float, target_rel_ci: f
     return tuple(out)
 
 
-def _profile_case(box: Sandbox, ctx: RunContext, case: Case, clock: PhaseClock) -> CaseResult:
+def _profile_case(inputs: _Inputs) -> CaseResult:
+    ctx, case, box = inputs.ctx, inputs.case, inputs.box
     timeout = ctx.problem.spec.timeouts.benchmark_case
-    inputs = _Inputs(box, ctx, case, clock)
     verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + timeout)  # warm up outside the profile
     if not verdict.ok:
         return _result(case, False, verdict.reason)

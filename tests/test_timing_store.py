@@ -131,3 +131,18 @@ def test_graph_flag_on_cpu_says_it_times_plain_calls(tmp_path, capsys):
     assert "--graph needs a GPU: timing plain calls." in capsys.readouterr().err
     row = sqlite3.connect(tmp_path / "r.db").execute("SELECT timing FROM runs").fetchone()
     assert row[0] == "events"
+
+
+def test_flush_ops_are_valid_torch_calls():
+    """The GPU flush's torch calls, run on CPU tensors (the GPU path is otherwise untested in CI)."""
+    import torch
+
+    from harness.timing import CallTimer
+
+    timer = object.__new__(CallTimer)
+    timer.buffer = torch.ones(1 << 16, dtype=torch.uint8)
+    timer._words = timer.buffer.view(torch.float32)
+    timer._sink = torch.full((), 5.0)
+    timer._sync, timer._host_estimate, timer.flush_s, timer.flush = (lambda: None), 1e-4, 1e-5, "write+read"
+    timer.prepare()
+    assert int(timer.buffer.sum()) == 0 and float(timer._sink) == 0.0  # written, then read back

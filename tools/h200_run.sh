@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device run recorded in BENCHMARKS.md, in one call (device time is scarce):
 #   1. the full leaderboard of submissions/ on the task's benchmark shapes;
-#   2. the GPU-only exploits (tests/zoo_gpu) on the small shapes: each must be rejected;
+#   2. the GPU-only exploits (tests/zoo_gpu) on the small shapes, and the side-stream one on the
+#      full-size shapes: each must be rejected;
 #   3. the check's self-test on the full-size cases;
 #   4. one call of one case under Nsight Compute (--ncu).
 # Usage, on the GPU machine from the repo root:  bash tools/h200_run.sh   (logs under $OUT)
@@ -25,6 +26,9 @@ echo "== 2. GPU-only exploits (small shapes)" | tee "$OUT/zoo.txt"
 timeout ${ZOO_SECONDS:-75} python3 eval.py --mode benchmark --small --no-progress --db "$DB" --logs /tmp/mla-logs \
   --submission tests/zoo_gpu/side_stream.py --submission tests/zoo_gpu/patches_events.py \
   --submission tests/zoo_gpu/replaces_event_class.py --submission submissions/torch_batched.py 2>&1 | tee -a "$OUT/zoo.txt"
+echo "== 2b. side stream on the full-size shapes: hidden work past the floor or the tail rule" | tee -a "$OUT/zoo.txt"
+timeout ${ZOO_FULL_SECONDS:-120} python3 eval.py --mode benchmark --budget 1 --no-progress --db "$DB" --logs /tmp/mla-logs \
+  --submission tests/zoo_gpu/side_stream.py 2>&1 | tee -a "$OUT/zoo.txt"
 echo "== 3. check self-test, full-size cases" | tee "$OUT/selftest.txt"
 timeout "${SELFTEST_SECONDS:-60}" python3 eval.py --mode selftest 2>&1 | tee -a "$OUT/selftest.txt"
 echo "total wall $(( $(date +%s) - t0 )) s" | tee -a "$OUT/selftest.txt"
