@@ -122,13 +122,37 @@ def _run(args: argparse.Namespace) -> int:
         return 0
 
     problem = _load_problem(args)
+    submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
+    # The first submission's worker starts now: it imports torch and the submission while this
+    # process initialises the GPU and the database (the parent's startup, overlapped).
+    early = None
+    if submissions and not (args.ncu or args.rocprof or _parallel(args)):
+        early = _start_worker(submissions[0], args, problem)
+    try:
+        return _run_with(args, store, problem, submissions, early)
+    finally:
+        if early is not None:
+            early.close()  # a no-op once its evaluation closed it
+
+
+def _start_worker(path: Path, args: argparse.Namespace, problem):
+    from harness.device import DeviceInfo, device_type
+    from harness.sandbox import Sandbox
+
+    kind = device_type(args.device)
+    return Sandbox(path, DeviceInfo(kind, "", "", "", 0), Path(args.logs) / f"{path.stem}.log",
+                   problem.spec.timeouts.startup)
+
+
+def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
+    from harness import report
+
     device = detect(args.device)
     small = args.small or not device.is_gpu
     if not device.is_gpu:
         report.err_console.print("No GPU in use: running on the CPU with the task's small shapes.")
     if args.mode == "selftest":
         return _selftest(problem, device, small)
-    submissions = resolve_submissions(args.submission)
     if args.ncu or args.rocprof:
         return _vendor_profile(args, problem, device, submissions, small)
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
@@ -160,9 +184,9 @@ def _run(args: argparse.Namespace) -> int:
     else:
         results = []
         n_cases = _case_count(problem, args.mode, small)
-        for path in submissions:
+        for i, path in enumerate(submissions):
             with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-                result = evaluate(path, ctx, args.mode, progress)
+                result = evaluate(path, ctx, args.mode, progress, box=early if i == 0 else None)
             results.append(result)
             record(result)
     store.finish_run(run_id, ctx.secret)

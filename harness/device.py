@@ -38,15 +38,27 @@ class DeviceError(RuntimeError):
     pass
 
 
-def detect(requested: str | None = None) -> DeviceInfo:
-    """The device to evaluate on: `requested` ("cpu" or "cuda") or the first GPU if there is one."""
+def device_type(requested: str | None = None) -> str:
+    """"cpu" or "cuda" (NVIDIA or ROCm), without initialising a GPU context."""
     if requested not in (None, "cpu", "cuda"):
         raise DeviceError(f"--device must be cpu or cuda, got {requested!r}")
     if requested == "cpu" or (requested is None and not torch.cuda.is_available()):
-        return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine() or "cpu",
-                          platform.machine() or "cpu", 0, 1)
+        return "cpu"
     if not torch.cuda.is_available():
         raise DeviceError("--device cuda: no GPU is visible to PyTorch (torch.cuda.is_available() is False)")
+    return "cuda"
+
+
+def gpu_l2_bytes() -> int:
+    """The first visible GPU's L2 (last-level) cache size; unknown: assume a large one."""
+    return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 256 * 2**20
+
+
+def detect(requested: str | None = None) -> DeviceInfo:
+    """The device to evaluate on: `requested` ("cpu" or "cuda") or the first GPU if there is one."""
+    if device_type(requested) == "cpu":
+        return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine() or "cpu",
+                          platform.machine() or "cpu", 0, 1)
     props = torch.cuda.get_device_properties(0)
     if torch.version.hip:
         vendor = "amd"
@@ -54,8 +66,7 @@ def detect(requested: str | None = None) -> DeviceInfo:
     else:
         vendor = "nvidia"
         arch = f"sm_{props.major}{props.minor}"
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 256 * 2**20  # unknown: assume a large one
-    return DeviceInfo("cuda", vendor, props.name, arch, l2, torch.cuda.device_count())
+    return DeviceInfo("cuda", vendor, props.name, arch, gpu_l2_bytes(), torch.cuda.device_count())
 
 
 def fp8_dtype(info: DeviceInfo) -> torch.dtype:

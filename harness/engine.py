@@ -152,7 +152,9 @@ class RunContext:
         return least / self.bandwidth * FLOOR_FACTOR if least else None
 
 
-def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress) -> SubmissionResult:
+def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress,
+             box: Optional[Sandbox] = None) -> SubmissionResult:
+    """Every case of `mode` for one submission. `box`: its worker, if the caller started it early."""
     problem, small = ctx.problem, ctx.small
     wall = time.perf_counter()
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -170,7 +172,8 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         plan += [(c, "profile") for c in benchmarks]
 
     timeouts = problem.spec.timeouts
-    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup)
+    if box is None:
+        box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup)
     # The worker imports torch and the submission meanwhile; the scan runs in the parent.
     result.scan = clock.timed("static scan", scan, path)
     first = _Inputs(ctx, plan[0][0], clock) if plan else None  # made while the worker starts

@@ -39,6 +39,10 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
     from harness.timing import CallTimer, capture_graph
 
     compat.install()
+    if device_type == "cuda" and not l2_bytes:  # started before the parent looked at the GPU
+        from harness.device import gpu_l2_bytes
+
+        l2_bytes = gpu_l2_bytes()
     timer = CallTimer(device_type, l2_bytes)  # before the import: it keeps the original timer functions
     try:
         kernel = _load(submission)

@@ -8,8 +8,9 @@ For one submission and a few benchmark shapes it measures the same call five way
                leaderboard number is
   write-only   the same without the final read (L2 left full of dirty lines)
   rotated      no flush: each call reads one of K input sets totalling over 3x L2 in turn, so
-               its data cannot be in L2; the launch is hidden behind busy writes into a 4 MiB
-               buffer (which L2 holds); events around one call. The cold-cache reference.
+               its data cannot be in L2; the launch is hidden behind busy matrix products on
+               small L2-resident operands (each longer than its own launch); events around one
+               call. The cold-cache reference for one call.
   no-flush     as rotated, but always the same input set (warm L2 for cases that fit)
   rotated b2b  the K rotated calls back to back between two events; interval / K (a call's
                ramp-up and the events' own cost amortised)
@@ -78,13 +79,13 @@ def back_to_back(fn, inputs, buffer, busy_writes, reps):
     return statistics.median(per_call)
 
 
-def lone_calls(fn, inputs, small, writes):
-    """Median of one call between two events per input, behind `writes` memsets of `small`."""
+def lone_calls(fn, inputs, busy_op, count):
+    """Median of one call between two events per input, behind `count` runs of `busy_op`."""
     times = []
     for data in inputs:
         torch.cuda.synchronize()
-        for _ in range(writes):
-            small.zero_()
+        for _ in range(count):
+            busy_op()
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
         fn(data)
@@ -106,9 +107,13 @@ def main() -> int:
     fn = load_submission(args.submission)
     timer = CallTimer("cuda", info.l2_bytes)
     write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
-    small = torch.zeros(4 << 20, dtype=torch.uint8, device="cuda")
-    small_s = write_timer._measure(small.zero_)
-    print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs")
+    # busy work that leaves the caches alone: 2048^2 bf16 products (24 MiB of operands, ~30 µs each)
+    a = torch.randn(2048, 2048, dtype=torch.bfloat16, device="cuda")
+    c = torch.empty_like(a)
+    gemm = lambda: torch.mm(a, a, out=c)  # noqa: E731
+    gemm_s = write_timer._measure(gemm)
+    print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs, "
+          f"busy product {gemm_s * 1e6:.1f} µs")
     rows = []
     for index in (int(i) for i in args.cases.split(",")):
         case = problem.spec.cases("benchmark")[index]
@@ -134,9 +139,9 @@ def main() -> int:
         rotated = [problem.generate(case.args, case.seed + 1 + i, info.torch_device) for i in range(k)]
         for d in rotated[:2]:
             fn(d)
-        small_writes = min(400, 2 + int(1.5 * host_us * 1e-6 / small_s))
-        rotated_us = lone_calls(fn, [rotated[i % k] for i in range(args.calls)], small, small_writes)
-        warm_us = lone_calls(fn, [data] * args.calls, small, small_writes)
+        gemms = min(200, 2 + int(1.5 * host_us * 1e-6 / gemm_s))
+        rotated_us = lone_calls(fn, [rotated[i % k] for i in range(args.calls)], gemm, gemms)
+        warm_us = lone_calls(fn, [data] * args.calls, gemm, gemms)
         busy = 2 + int(2.0 * k * host_us * 1e-6 / timer.flush_s)
         b2b_us = back_to_back(fn, rotated, timer.buffer, busy, reps=10)
         del rotated
