@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import time
 
-STARTED = time.perf_counter()  # before the heavy imports below: the run's wall time counts them
+STARTED = time.perf_counter()  # the run's wall time counts everything after this
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Optional, Sequence  # noqa: E402
+from typing import Any, Optional, Sequence  # noqa: E402
 
-from harness.device import DeviceError, detect, measure_copy_bandwidth, versions  # noqa: E402
-from harness.engine import MODES, RunContext, SubmissionResult, evaluate  # noqa: E402
-from harness.spec import SpecError  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+from harness.spec import MODES, SpecError  # noqa: E402
+
+if TYPE_CHECKING:
+    from harness.engine import RunContext, SubmissionResult
+
+# torch (harness.device, harness.engine, harness.report) is imported only after the first
+# submission's worker has been started, so that both processes import it at the same time.
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,25 +80,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness import report
-
     args = build_parser().parse_args(argv)
+    early = _start_early(args) if args.popcorn_mode is None else None
+    from harness import report
+    from harness.device import DeviceError
+
     try:
         if args.popcorn_mode is not None:
             if argv is None:  # a real command line: it can be run again without the secrets in its environment
                 from harness.popcorn import hide_secrets_and_reexec
                 hide_secrets_and_reexec(sys.argv)
             return _popcorn(args)
-        return _run(args)
+        return _run(args, early)
     except (UsageError, SpecError, DeviceError) as exc:
         report.error(str(exc))
         return 2
     except KeyboardInterrupt:
         report.error("interrupted")
         return 130
+    finally:
+        if early is not None and early[0].is_alive() and not early[1].closed:  # started, never adopted
+            early[0].kill()
+            early[0].join(timeout=5)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _start_early(args: argparse.Namespace) -> Optional[tuple[Any, Any]]:
+    """Start the first submission's worker before this process imports torch (a sequential run of
+    an engine mode only); None when that does not apply or the arguments are wrong (reported later)."""
+    if args.mode not in MODES or args.history or args.ncu or args.rocprof or _parallel(args) \
+            or args.device not in (None, "cpu", "cuda"):
+        return None
+    try:
+        first = resolve_submissions(args.submission)[0]
+    except UsageError:
+        return None
+    from harness.prestart import start_worker
+
+    return start_worker(first, args.device, Path(args.logs) / f"{first.stem}.log")
+
+
+def _run(args: argparse.Namespace, early: Optional[tuple[Any, Any]] = None) -> int:
     from harness import report
     from harness.store import Store, StoreError
 
@@ -123,29 +150,15 @@ def _run(args: argparse.Namespace) -> int:
 
     problem = _load_problem(args)
     submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
-    # The first submission's worker starts now: it imports torch and the submission while this
-    # process initialises the GPU and the database (the parent's startup, overlapped).
-    early = None
-    if submissions and not (args.ncu or args.rocprof or _parallel(args)):
-        early = _start_worker(submissions[0], args, problem)
-    try:
-        return _run_with(args, store, problem, submissions, early)
-    finally:
-        if early is not None:
-            early.close()  # a no-op once its evaluation closed it
+    return _run_with(args, store, problem, submissions, early)
 
 
-def _start_worker(path: Path, args: argparse.Namespace, problem):
-    from harness.device import DeviceInfo, device_type
-    from harness.sandbox import Sandbox
-
-    kind = device_type(args.device)
-    return Sandbox(path, DeviceInfo(kind, "", "", "", 0), Path(args.logs) / f"{path.stem}.log",
-                   problem.spec.timeouts.startup)
-
-
-def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
+def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
+              early: Optional[tuple[Any, Any]]) -> int:
     from harness import report
+    from harness.device import detect, measure_copy_bandwidth, versions
+    from harness.engine import RunContext, evaluate
+    from harness.sandbox import Sandbox
 
     device = detect(args.device)
     small = args.small or not device.is_gpu
@@ -186,7 +199,11 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
         n_cases = _case_count(problem, args.mode, small)
         for i, path in enumerate(submissions):
             with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-                result = evaluate(path, ctx, args.mode, progress, box=early if i == 0 else None)
+                box = None
+                if i == 0 and early is not None:  # adopt the worker started before torch was imported
+                    box = Sandbox(path, device, Path(args.logs) / f"{path.stem}.log",
+                                  problem.spec.timeouts.startup, started=early)
+                result = evaluate(path, ctx, args.mode, progress, box=box)
             results.append(result)
             record(result)
     store.finish_run(run_id, ctx.secret)
@@ -308,6 +325,8 @@ def _popcorn(args: argparse.Namespace) -> int:
     import os
 
     from harness import popcorn, report
+    from harness.device import detect, measure_copy_bandwidth
+    from harness.engine import RunContext, evaluate
     from harness.spec import check_case
 
     fd, seed = popcorn.take_secrets()  # first: no worker may ever see these

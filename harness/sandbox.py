@@ -14,17 +14,16 @@ import pickle
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
-import torch.multiprocessing as tmp
+import torch.multiprocessing  # noqa: F401 (registers the reductions that send tensors through pipes)
 
-from harness import worker
 from harness.device import DeviceInfo
+from harness.prestart import start_worker
 from harness.timing import CallTiming
 
 MAX_MESSAGE_BYTES = 1 << 26  # messages carry tensor handles, not tensor data
-REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 class WorkerFailure(Exception):
@@ -64,18 +63,11 @@ def safe_loads(payload: bytes) -> Any:
 class Sandbox:
     """One worker process for one submission. Use as a context manager."""
 
-    def __init__(self, submission: Path, device: DeviceInfo, log_path: Path, startup_timeout: float):
-        self.submission = submission
-        ctx = tmp.get_context("spawn")
-        self._conn, child_conn = ctx.Pipe(duplex=True)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text("")
-        self.log_path = log_path
-        self._proc = ctx.Process(
-            target=worker.main, daemon=True, name=f"worker:{submission.name}",
-            args=(child_conn, str(submission), REPO_ROOT, str(log_path), device.type, device.l2_bytes))
-        self._proc.start()
-        child_conn.close()
+    def __init__(self, submission: Path, device: DeviceInfo, log_path: Path, startup_timeout: float,
+                 started: Optional[tuple[Any, Any]] = None):
+        """Start the worker, or adopt one `prestart.start_worker` started earlier (`started`)."""
+        self.submission, self.log_path = submission, log_path
+        self._proc, self._conn = started or start_worker(submission, device.type, log_path, device.l2_bytes)
         self._startup_timeout, self._ready = startup_timeout, False
 
     def wait_ready(self) -> None:

@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import yaml
 
+MODES = ("test", "benchmark", "leaderboard", "profile")  # what the engine runs for a submission
+
 
 class SpecError(ValueError):
     """A problem in the task file; the message is one line naming the key."""

@@ -33,7 +33,7 @@ def key_rows(summary: str) -> str:
     keep = []
     for line in summary.splitlines():
         stripped = line.strip()
-        if ", Context " in line and ", Device " in line:
+        if ")x(" in line and ("Device" in line or "Invocations" in line):  # a kernel's header
             keep.append(stripped)
         elif any(stripped.startswith(name + " ") for name in KEY_METRICS):
             keep.append("    " + " ".join(stripped.split()))

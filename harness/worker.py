@@ -30,10 +30,13 @@ from typing import Any
 
 def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type: str, l2_bytes: int) -> None:
     _redirect_output(log_path)
+    sys.path.insert(0, repo_root)
+    import torch  # does not import triton
+
+    if device_type == "auto":  # started before the parent looked: the same choice as an unset --device
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
     if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    sys.path.insert(0, repo_root)
-    import torch
 
     from harness import compat
     from harness.timing import CallTimer, capture_graph

@@ -195,3 +195,7 @@ def test_ncu_summary_is_cut_to_key_rows():
     assert [r.split()[0] for r in rows[1:]] == ["Duration", "Memory", "Registers", "Achieved"]
     assert "DRAM Frequency" not in key_rows(summary)
     assert key_rows("no metrics here") == "no metrics here"
+    summary_style = "  _combine_splits_kernel (16, 8, 1)x(128, 1, 1), Device 0, CC 9.0, Invocations 1\n" \
+                    "    Duration                                 us    4.32    4.32    4.32\n"
+    assert key_rows(summary_style).splitlines() == ["_combine_splits_kernel (16, 8, 1)x(128, 1, 1), Device 0, CC 9.0, "
+                                                    "Invocations 1", "    Duration us 4.32 4.32 4.32"]
