@@ -3,7 +3,9 @@
 #   1. tools/timing_experiments.py: the harness's flushed, launch-hidden time against rotated
 #      buffers, no flush, CUDA-graph replays and the profiler's kernel durations;
 #   2. wall time of `--mode leaderboard` and `--mode test` for one fast submission, twice
-#      (repeatability), with the run's own time breakdown.
+#      (repeatability), with the run's own time breakdown;
+#   4. `--graph` timing, and its fallback for a submission that cannot be captured.
+# CASES="" skips step 1.
 # Usage, on the GPU machine from the repo root:  bash tools/h200_timing.sh [SUBMISSION]
 set -uo pipefail
 TIMEFORMAT="wall %R s"
@@ -16,8 +18,11 @@ if ls .whl/*.whl >/dev/null 2>&1 && [ -z "${PYTHONPATH:-}" ]; then
     && export PYTHONPATH=/tmp/site
 fi
 LOG="$OUT/timing.txt"
-echo "== 1. timing experiments ($SUB)" | tee "$LOG"
-timeout "${EXPERIMENT_SECONDS:-180}" python3 tools/timing_experiments.py "$SUB" --cases "${CASES:-0,1,2,5,7}" 2>&1 | tee -a "$LOG"
+: > "$LOG"
+if [ "${CASES-0,1,2,5,7}" != "" ]; then
+  echo "== 1. timing experiments ($SUB)" | tee -a "$LOG"
+  timeout "${EXPERIMENT_SECONDS:-180}" python3 tools/timing_experiments.py "$SUB" --cases "${CASES-0,1,2,5,7}" 2>&1 | tee -a "$LOG"
+fi
 for run in 1 2; do
   echo "== 2.$run leaderboard wall time ($SUB)" | tee -a "$LOG"
   { time timeout 120 python3 eval.py --mode leaderboard --no-progress --submission "$SUB" \
@@ -28,3 +33,8 @@ for run in 1 2; do
   { time timeout 120 python3 eval.py --mode test --no-progress --submission "$SUB" \
     --db /tmp/timing.db --logs /tmp/mla-logs; } 2>&1 | tee -a "$LOG"
 done
+echo "== 4. --graph: CUDA-graph replays ($SUB), and a submission that cannot be captured" | tee -a "$LOG"
+{ time timeout 120 python3 eval.py --mode leaderboard --graph --no-progress --submission "$SUB" \
+  --db /tmp/timing.db --logs /tmp/mla-logs; } 2>&1 | tee -a "$LOG"
+timeout 120 python3 eval.py --mode benchmark --small --graph --budget 0.5 --no-progress \
+  --submission submissions/torch_loop.py --db /tmp/timing.db --logs /tmp/mla-logs 2>&1 | tee -a "$LOG"
