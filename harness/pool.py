@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import traceback
 from collections import deque
 from multiprocessing import connection
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch.multiprocessing as tmp
+
+from harness.prestart import how_it_ended, stop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,26 +104,10 @@ class _Slot:
         self.ready = False
 
     def death(self) -> str:
-        self.proc.join(timeout=5)
-        code = self.proc.exitcode
-        if code is not None and code < 0:
-            try:
-                return f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exited with code {code}"
+        return how_it_ended(self.proc)[0]
 
     def stop(self) -> None:
-        if self.proc.is_alive():
-            try:
-                self.conn.send(None)
-            except (OSError, ValueError):
-                pass
-            self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(timeout=5)
-        self.conn.close()
+        stop(self.proc, self.conn, None, grace=10)
 
 
 def evaluate_parallel(paths: Sequence[Path], settings: EvalSettings, envs: Sequence[dict[str, str]],

@@ -8,6 +8,7 @@ submission while the parent does the same for itself, so their startups overlap.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,3 +30,31 @@ def start_worker(submission: Path, device_type: Optional[str], log_path: Path, l
     proc.start()
     child_conn.close()
     return proc, conn
+
+
+def stop(proc: Any, conn: Any, goodbye: Any, grace: float) -> None:
+    """Ask a child to exit (`goodbye` on its pipe), give it `grace` seconds, then kill it."""
+    if proc.is_alive():
+        try:
+            conn.send(goodbye)
+        except (OSError, ValueError):
+            pass
+        proc.join(timeout=grace)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)
+    conn.close()
+
+
+def how_it_ended(proc: Any) -> tuple[str, Optional[str]]:
+    """(what happened to a child that is gone, its signal's name or None): "killed by SIGKILL",
+    "exited with code 1", ..."""
+    proc.join(timeout=5)
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}", name
+    return f"exited with code {code}", None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import pickle
-import signal
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -20,7 +19,7 @@ import torch
 import torch.multiprocessing  # noqa: F401 (registers the reductions that send tensors through pipes)
 
 from harness.device import DeviceInfo
-from harness.prestart import start_worker
+from harness.prestart import how_it_ended, start_worker, stop
 from harness.timing import CallTiming
 
 MAX_MESSAGE_BYTES = 1 << 26  # messages carry tensor handles, not tensor data
@@ -131,16 +130,7 @@ class Sandbox:
         return str(reply[1])
 
     def close(self) -> None:
-        if self._proc.is_alive():
-            try:
-                self._conn.send(("exit",))
-            except (OSError, ValueError):
-                pass
-            self._proc.join(timeout=5)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(timeout=5)
-        self._conn.close()
+        stop(self._proc, self._conn, ("exit",), grace=5)
 
     # -- plumbing
     def _send(self, msg: Any) -> None:
@@ -179,16 +169,9 @@ class Sandbox:
         return reply
 
     def _death(self, when: str) -> WorkerFailure:
-        self._proc.join(timeout=5)
-        code = self._proc.exitcode
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            hint = " (likely out of host memory)" if name == "SIGKILL" else ""
-            return WorkerFailure("crashed", f"worker process killed by {name}{hint} {when}")
-        return WorkerFailure("crashed", f"worker process exited with code {code} {when}")
+        what, sig = how_it_ended(self._proc)
+        hint = " (likely out of host memory)" if sig == "SIGKILL" else ""
+        return WorkerFailure("crashed", f"worker process {what}{hint} {when}")
 
     def _protocol_error(self, reply: Any):
         self.close()
