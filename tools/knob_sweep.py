@@ -1,0 +1,81 @@
+"""Time a submission under several settings of its module-level tuning knobs (GPU).
+
+Each configuration loads the submission afresh, overrides the named module constants, checks
+the output of one call against the task's check, then times calls the way the harness does
+(`harness.timing.CallTimer`: L2 flushed, launches hidden, events around one call).
+
+Usage (GPU machine, repo root):
+    python tools/knob_sweep.py submissions/triton_bf16.py --cases 0,1,2,4 \
+        --config '{}' --config '{"COMBINE_BLOCK_ELEMS": 2048}'
+Prints one markdown table: median µs per case and configuration, and the geomean over the cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.device import detect  # noqa: E402
+from harness.problem import load_problem  # noqa: E402
+from harness.timing import CallTimer  # noqa: E402
+
+
+def load(path: str, tag: int, knobs: dict):
+    spec = importlib.util.spec_from_file_location(f"swept_{tag}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, value in knobs.items():
+        if not hasattr(module, name):
+            raise SystemExit(f"{path}: no knob named {name}")
+        setattr(module, name, value)
+    return module.custom_kernel
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("submission")
+    parser.add_argument("--cases", default="0,1,2,4")
+    parser.add_argument("--config", action="append", default=[], help="JSON object of knob overrides")
+    parser.add_argument("--calls", type=int, default=40)
+    args = parser.parse_args()
+
+    info = detect("cuda")
+    problem = load_problem(ROOT / "task.yml")
+    timer = CallTimer("cuda", info.l2_bytes)
+    cases = [problem.spec.cases("benchmark")[int(i)] for i in args.cases.split(",")]
+    inputs = [(problem.label(c.args), problem.generate(c.args, c.seed, info.torch_device)) for c in cases]
+    expected = [problem.expected(data) for _, data in inputs]
+    configs = [json.loads(c) for c in args.config] or [{}]
+    rows = []
+    for tag, knobs in enumerate(configs):
+        fn = load(args.submission, tag, knobs)
+        medians = []
+        for (label, data), want in zip(inputs, expected):
+            ok, why = problem.check(fn(data), want)
+            if not ok:
+                print(f"{knobs} {label}: WRONG: {why}")
+            for _ in range(3):
+                fn(data)
+            medians.append(statistics.median(timer(fn, data, timed=True)[1].device_s * 1e6
+                                             for _ in range(args.calls)))
+        rows.append((knobs, medians))
+    labels = [label for label, _ in inputs]
+    print(f"\n{Path(args.submission).name} on {info.describe()}, median µs over {args.calls} calls each")
+    print("| knobs | " + " | ".join(labels) + " | geomean |")
+    print("|---" * (len(labels) + 2) + "|")
+    for knobs, medians in rows:
+        geo = math.exp(sum(map(math.log, medians)) / len(medians))
+        print(f"| {json.dumps(knobs) or '{}'} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {geo:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
