@@ -70,12 +70,12 @@ Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_se
 MULTI_ROW_MIN_BATCH = 1      # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = 0         # ... and at least this average KV length; else 1 row per program
 PROGRAMS_PER_SM = 2          # split-K aims for about this many programs per SM
-MIN_TILES_PER_SPLIT = 1      # never split so finely that a chunk holds fewer tiles than this
+MIN_TILES_PER_SPLIT = 2      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
 PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add at most this many
                              # bytes per cache byte read; caps splits when q_seq_len > 1
 KV_ROW_BYTES = 1152          # one cache row: 576 bf16 values
-COMBINE_BLOCK_ELEMS = 2048   # splits x value-dims handled by one combine program
+COMBINE_BLOCK_ELEMS = 8192   # splits x value-dims handled by one combine program
 CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpreter
 # On AMD GPUs (torch.version.hip) every shape uses this smaller tile (MI300/MI355X have 64-160 KB
 # of LDS per CU) plus AMD-only compiler options. Not yet run on AMD hardware.
