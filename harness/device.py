@@ -95,8 +95,9 @@ def versions() -> dict[str, str]:
 def measure_copy_bandwidth(size_bytes: int = 1 << 30, repeats: int = 10, rounds: int = 5,
                            warmup_s: float = 0.2) -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written
-    (the number the floors and roofline percentages are relative to). An idle GPU starts at low
-    clocks, so it copies for `warmup_s` first, then keeps the best of `rounds` timed rounds."""
+    (the number the floors and roofline percentages are relative to). It copies for `warmup_s`
+    first, then keeps the best of `rounds` timed rounds: other work on the GPU (a worker starting
+    beside it) can slow one round."""
     src = torch.empty(size_bytes, dtype=torch.uint8, device="cuda").fill_(1)
     dst = torch.empty_like(src)
     end_warmup = time.perf_counter() + warmup_s

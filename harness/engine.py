@@ -24,10 +24,9 @@ from harness.device import DeviceInfo, synchronize
 from harness.problem import Problem
 from harness.sandbox import Sandbox, WorkerFailure
 from harness.scan import ScanResult, declared_variant, scan
-from harness.spec import MODES, Case  # noqa: F401 (MODES: re-exported)
+from harness.spec import Case
 from harness.timing import CallTiming, Stats, should_stop, summarize
 from harness.verdict import Verdict, judge, tensors
-
 
 
 @dataclasses.dataclass

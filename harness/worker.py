@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -59,8 +58,6 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
     last_output = None  # kept alive until the parent has copied it (CUDA IPC needs the producer alive)
     while True:
         try:
-            if timer.gpu:
-                _spin_until_readable(conn)
             msg = conn.recv()
         except EOFError:
             return
@@ -97,19 +94,6 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
             kind = "out of memory" if oom else "exception"
             conn.send(("error", kind, _one_line(exc)))
-
-
-SPIN_SECONDS = 0.05
-
-
-def _spin_until_readable(conn) -> None:
-    """Poll the pipe without sleeping for a while before blocking: the parent's work between two
-    timed calls (refill, check) takes milliseconds, and a worker woken from a blocking wait runs
-    its first Python with cold CPU caches, which would inflate the host time it reports."""
-    deadline = time.perf_counter() + SPIN_SECONDS
-    while time.perf_counter() < deadline:
-        if conn.poll(0):
-            return
 
 
 class _LoadError(Exception):
