@@ -116,7 +116,10 @@ def _start_early(args: argparse.Namespace) -> Optional[tuple[Any, Any]]:
         return None
     from harness.prestart import start_worker
 
-    return start_worker(first, args.device, Path(args.logs) / f"{first.stem}.log")
+    try:
+        return start_worker(first, args.device, Path(args.logs) / f"{first.stem}.log")
+    except OSError:  # e.g. an unwritable log folder: the normal path reports it
+        return None
 
 
 def _run(args: argparse.Namespace, early: Optional[tuple[Any, Any]] = None) -> int:
@@ -128,6 +131,11 @@ def _run(args: argparse.Namespace, early: Optional[tuple[Any, Any]] = None) -> i
         raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
     if args.compare and args.mode != "history":
         raise UsageError("--compare goes with --mode history")
+    if args.mode in MODES:
+        try:
+            Path(args.logs).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{args.logs}: cannot create the folder for worker logs ({exc.strerror})") from None
     try:
         store = Store(args.db)
     except StoreError as exc:

@@ -35,6 +35,16 @@ def test_empty_submissions_folder(tmp_path, capsys, monkeypatch):
     assert "no submissions (*.py) found" in capsys.readouterr().err
 
 
+def test_unwritable_log_folder(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main(["--mode", "test", "--db", str(tmp_path / "r.db"), "--logs", str(blocker / "logs"),
+                 "--submission", str(ROOT / "submissions" / "torch_batched.py")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{blocker / 'logs'}: cannot create the folder for worker logs" in err and "Traceback" not in err
+
+
 def test_unwritable_db(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
