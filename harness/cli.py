@@ -287,7 +287,7 @@ def _evaluate_parallel(args: argparse.Namespace, ctx: RunContext, submissions: l
                        gpus: int, workers: int) -> list[SubmissionResult]:
     """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py)."""
     from harness import report
-    from harness.pool import EvalSettings, evaluate_parallel, slot_envs
+    from harness.pool import EvalSettings, PoolError, evaluate_parallel, slot_envs
 
     device = ctx.device
     settings = EvalSettings(task=str(ctx.problem.spec.path), mode=args.mode,
@@ -310,7 +310,10 @@ def _evaluate_parallel(args: argparse.Namespace, ctx: RunContext, submissions: l
                                  "GPU, so timings are not clean (use this for --mode test)")
     report.err_console.print(f"{workers} evaluator(s) in parallel on "
                              + (f"{gpus} GPU(s)" if gpus else "the CPU"))
-    return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done)
+    try:
+        return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done)
+    except PoolError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def default_task() -> Path:

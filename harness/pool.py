@@ -28,6 +28,10 @@ import torch.multiprocessing as tmp
 from harness.prestart import how_it_ended, stop
 
 
+class PoolError(RuntimeError):
+    pass
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalSettings:
     """Everything an evaluator needs to rebuild the run's context on its own (picklable)."""
@@ -146,7 +150,7 @@ def evaluate_parallel(paths: Sequence[Path], settings: EvalSettings, envs: Seque
                         index, path = slot.job
                         finish(index, failed(path, f"evaluator process {why} while evaluating this submission"))
                     elif not slot.ready:
-                        raise RuntimeError(f"an evaluator process {why} while starting")
+                        raise PoolError(f"an evaluator process {why} while starting (see the traceback above)")
                     slot.stop()
                     slots.remove(slot)
                     if pending:

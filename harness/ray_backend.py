@@ -57,8 +57,12 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
                   "task/reference.py": (task_dir / "reference.py").read_bytes()}
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
-                 log_to_driver=False, runtime_env={"py_modules": [str(HARNESS_DIR)]})
+        try:
+            ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
+                     log_to_driver=False, runtime_env={"py_modules": [str(HARNESS_DIR)]})
+        except Exception as exc:  # no cluster there, version mismatch, ...
+            raise RayMissing(f"--backend ray: cannot start or reach Ray at {address or 'a local instance'}: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
     gpu = settings.device != "cpu"
     remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)(_job)
     refs = {}
