@@ -13,9 +13,7 @@ import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Optional, Sequence  # noqa: E402
-
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, Any, Optional, Sequence  # noqa: E402
 
 from harness.spec import MODES, SpecError  # noqa: E402
 
@@ -114,10 +112,10 @@ def _start_early(args: argparse.Namespace) -> Optional[tuple[Any, Any]]:
         first = resolve_submissions(args.submission)[0]
     except UsageError:
         return None
-    from harness.prestart import start_worker
+    from harness.prestart import log_path, start_worker
 
     try:
-        return start_worker(first, args.device, Path(args.logs) / f"{first.stem}.log")
+        return start_worker(first, args.device, log_path(Path(args.logs), first))
     except OSError:  # e.g. an unwritable log folder: the normal path reports it
         return None
 
@@ -166,7 +164,6 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
     from harness import report
     from harness.device import detect, measure_copy_bandwidth, versions
     from harness.engine import RunContext, evaluate
-    from harness.sandbox import Sandbox
 
     device = detect(args.device)
     small = args.small or not device.is_gpu
@@ -207,11 +204,8 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
         n_cases = _case_count(problem, args.mode, small)
         for i, path in enumerate(submissions):
             with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-                box = None
-                if i == 0 and early is not None:  # adopt the worker started before torch was imported
-                    box = Sandbox(path, device, Path(args.logs) / f"{path.stem}.log",
-                                  problem.spec.timeouts.startup, started=early)
-                result = evaluate(path, ctx, args.mode, progress, box=box)
+                # the first one adopts the worker started before torch was imported
+                result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
             results.append(result)
             record(result)
     store.finish_run(run_id, ctx.secret)
@@ -244,9 +238,9 @@ def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submiss
     from harness import report
 
     if args.mode == "profile":
-            for c in result.cases:
-                report.console.rule(f"{result.name} · {problem.label(c.args)}")
-                report.console.print(c.profile or f"[red]{c.reason}[/]", markup=not c.profile)
+        for c in result.cases:
+            report.console.rule(f"{result.name} · {problem.label(c.args)}")
+            report.console.print(c.profile or f"[red]{c.reason}[/]", markup=not c.profile)
     if args.mode in ("test", "benchmark", "profile") or n_submissions == 1:
         if result.error:
             report.console.print(f"[red]FAIL[/] {result.name}: {result.error}")

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from harness.device import DeviceInfo, synchronize
+from harness.prestart import log_path
 from harness.problem import Problem
 from harness.sandbox import Sandbox, WorkerFailure
 from harness.scan import ScanResult, declared_variant, scan
@@ -151,12 +152,13 @@ class RunContext:
 
 
 def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress,
-             box: Optional[Sandbox] = None) -> SubmissionResult:
-    """Every case of `mode` for one submission. `box`: its worker, if the caller started it early."""
+             started: Optional[tuple[Any, Any]] = None) -> SubmissionResult:
+    """Every case of `mode` for one submission. `started`: its worker's (process, pipe), if the
+    caller started it early with `prestart.start_worker`."""
     problem, small = ctx.problem, ctx.small
     wall = time.perf_counter()
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
-                              log=str(ctx.log_dir / f"{path.stem}.log"),
+                              log=str(log_path(ctx.log_dir, path)),
                               variant=declared_variant(path, problem.spec.kv_formats))
     clock = PhaseClock(result.phases)
     tests = problem.spec.cases("test", small)
@@ -170,8 +172,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         plan += [(c, "profile") for c in benchmarks]
 
     timeouts = problem.spec.timeouts
-    if box is None:
-        box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup)
+    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup, started)
     # The worker imports torch and the submission meanwhile; the scan runs in the parent.
     result.scan = clock.timed("static scan", scan, path)
     first = _Inputs(ctx, plan[0][0], clock) if plan else None  # made while the worker starts

@@ -17,6 +17,11 @@ from harness import worker
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
+def log_path(log_dir: Path, submission: Path) -> Path:
+    """Where a submission's worker writes its stdout and stderr."""
+    return Path(log_dir) / f"{submission.stem}.log"
+
+
 def start_worker(submission: Path, device_type: Optional[str], log_path: Path, l2_bytes: int = 0) -> tuple[Any, Any]:
     """Spawn `harness.worker.main` for `submission`; return (process, the parent's end of the pipe).
     device_type None lets the worker pick the GPU if it has one (as `--device` unset does); l2_bytes

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from harness.pool import EvalSettings, failed
+from harness.prestart import log_path
 
 HARNESS_DIR = Path(__file__).resolve().parent
 
@@ -77,7 +78,7 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
             try:
                 result = ray.get(done[0])
                 result.path = str(path)
-                local_log = Path(settings.log_dir) / f"{path.stem}.log"  # the node's log, kept here
+                local_log = log_path(Path(settings.log_dir), path)  # the node's log, kept here
                 local_log.parent.mkdir(parents=True, exist_ok=True)
                 local_log.write_text(result.log)
                 result.log = str(local_log)

@@ -9,11 +9,11 @@ For one submission and a few benchmark shapes it measures the same call five way
   write-only   the same without the final read (L2 left full of dirty lines)
   rotated      no flush: each call reads one of K input sets totalling over 3x L2 in turn, so
                its data cannot be in L2; the launch is hidden behind busy matrix products on
-               small L2-resident operands (each longer than its own launch); events around one
-               call. The cold-cache reference for one call.
-  no-flush     as rotated, but always the same input set (warm L2 for cases that fit)
+               small L2-resident operands; events around one call. Measured on the H200 this
+               did NOT give usable numbers (BENCHMARKS.md, device call 6): kept to show it.
+  no-flush     as rotated, but always the same input set; unusable for the same reason
   rotated b2b  the K rotated calls back to back between two events; interval / K (a call's
-               ramp-up and the events' own cost amortised)
+               ramp-up and the events' own cost amortised): the cold-cache reference used
   graph        the call captured once in a CUDA graph; each replay behind the harness's flush
   kernels      torch.profiler's sum of the call's kernel durations (no gaps between its kernels)
 
