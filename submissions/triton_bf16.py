@@ -69,8 +69,9 @@ LONG_KV = 4096               # average KV rows per sequence from which the "long
 Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_seq_len > 1 ...
 MULTI_ROW_MIN_BATCH = 1      # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = 0         # ... and at least this average KV length; else 1 row per program
-PROGRAMS_PER_SM = 2          # split-K aims for about this many programs per SM
-MIN_TILES_PER_SPLIT = 2      # never split so finely that a chunk holds fewer tiles than this
+WARPS_PER_SM = 8             # warps resident on one SM at ~255 registers per thread (65536 / (255 * 32)):
+                             # split-K fills SMs x (WARPS_PER_SM // num_warps) program slots once
+MIN_TILES_PER_SPLIT = 1      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
 PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add at most this many
                              # bytes per cache byte read; caps splits when q_seq_len > 1
@@ -206,7 +207,6 @@ def _interpreted(device: torch.device) -> bool:
 
 def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) -> dict:
     interpreted = _interpreted(device)
-    slots = CPU_PROGRAM_SLOTS if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
     avg_q = max(1, -(-total_q // max(batch, 1)))
     avg_kv = total_kv / max(batch, 1)           # the host cannot know the longest without a sync
     multi_row = batch >= MULTI_ROW_MIN_BATCH and avg_kv >= MULTI_ROW_MIN_KV
@@ -216,9 +216,12 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     amd = bool(torch.version.hip) and not interpreted
     launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
     block_n = launch["block_n"]
+    sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
+    slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
 
-    # Split-K: enough programs to fill the GPU, but each chunk keeps a few tiles of work.
-    splits = -(-slots * PROGRAMS_PER_SM // programs)
+    # Split-K: enough programs to fill every slot in one wave (a second, partial wave would
+    # nearly double the time), but each chunk keeps a few tiles of work.
+    splits = slots // programs
     partial_bytes = 2 * avg_q * NUM_HEADS * (D_NOPE + 1) * 4     # per split and sequence
     splits = min(splits, int(avg_kv // (block_n * MIN_TILES_PER_SPLIT)), MAX_SPLITS,
                  int(PARTIAL_LIMIT * avg_kv * KV_ROW_BYTES / partial_bytes))

@@ -33,24 +33,30 @@ whole GPU busy":
 * The fp8 scale is per tensor, so it never touches an element: q.K^T = (q.K8^T) * scale, folded
   with sm_scale * log2(e) into the one multiplier of the scores (online softmax in base 2), and
   P.V = (P.V8) * scale, applied once to each program's output. The scale is read on the device
-  (no host synchronisation). fp8 values convert exactly to bf16, the matrix-product operand type.
-  Only kv_data["fp8"] is read: 1 byte per cache element, half the traffic of bf16.
+  (no host synchronisation). Only kv_data["fp8"] is read: 1 byte per cache element, half the
+  traffic of bf16.
+* The matrix products take fp16 operands, not bf16: every e4m3 value is exact in fp16 and the
+  conversion is one instruction per pair of values (cvt.rn.f16x2.e4m3x2 on NVIDIA), where bf16
+  needs a detour through fp16 or fp32 (measured: 93 -> 84 us geomean, H200). The query's bf16
+  values are exact in fp16 as long as |q| < 65504 (fp16's range; smaller than 2**-14 they lose
+  low bits, far below anything that moves a score); P in [0, 1] is rounded to fp16, which is
+  finer than the bf16 rounding the task allows.
 * Register double buffering: the raw fp8 bytes of the next tile are loaded before the current
-  tile is converted, so a load is always in flight (it measured 10-15% faster than leaving the
-  conversion's input to Triton's pipeliner).
-* One kernel source for GPU and for Triton's CPU interpreter. The interpreter computes bf16 dots
-  and bf16 arithmetic wrongly, so the matrix-product operand type is a constexpr: bf16 on GPUs,
+  tile is converted, so a load is always in flight (measured 10% faster than leaving the
+  conversion's input to Triton's pipeliner, even with 4 pipeline stages).
+* One kernel source for GPU and for Triton's CPU interpreter. The interpreter computes 16-bit dots
+  and 16-bit arithmetic wrongly, so the matrix-product operand type is a constexpr: fp16 on GPUs,
   fp32 in the interpreter. All softmax arithmetic is fp32 everywhere.
 
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 
-Measured (one H200, Triton 3.6, L2 flushed before each call, medians over a few runs): 128 x 8192
-q_seq_len 1 in 552-654 us, about 1 TB/s, well above the 141 us the bytes alone need, and 32 x 8192
-in 189-250 us. Not bandwidth-bound: the compiled kernel sits at 255 registers with spills (with
-M = 16 each warp holds the whole 16 x 576 query as its mma operand, plus the prefetched tile), so
-the next step is most likely freeing registers (e.g. the query in shared memory), not moving
-fewer bytes.
+Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
+8 benchmark shapes 96.6 us before this session's changes, 70 us after (fp16 operands, one wave of
+programs). Still not bandwidth-bound (64 x 8192 in ~199 us against 71 us for the bytes alone):
+the compiled kernel sits at 255 registers with spills, because with M = 16 every warp holds the
+whole 16 x 576 query as its mma operand, plus the prefetched tile. Freeing registers is the next
+step, not moving fewer bytes.
 """
 
 import math
@@ -77,7 +83,8 @@ LONG_KV = 4096               # average KV rows per sequence from which the "long
 Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_seq_len > 1 ...
 MULTI_ROW_MIN_BATCH = 1      # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = 0         # ... and at least this average KV length; else 1 row per program
-PROGRAMS_PER_SM = 2          # split-K aims for about this many programs per SM
+WARPS_PER_SM = 8             # warps resident on one SM at ~255 registers per thread (65536 / (255 * 32)):
+                             # split-K fills SMs x (WARPS_PER_SM // num_warps) program slots once
 MIN_TILES_PER_SPLIT = 2      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
 PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add at most this many
@@ -230,7 +237,6 @@ def _interpreted(device: torch.device) -> bool:
 
 def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) -> dict:
     interpreted = _interpreted(device)
-    slots = CPU_PROGRAM_SLOTS if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
     avg_q = max(1, -(-total_q // max(batch, 1)))
     avg_kv = total_kv / max(batch, 1)           # the host cannot know the longest without a sync
     multi_row = batch >= MULTI_ROW_MIN_BATCH and avg_kv >= MULTI_ROW_MIN_KV
@@ -240,9 +246,12 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     amd = bool(torch.version.hip) and not interpreted
     launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
     block_n = launch["block_n"]
+    sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
+    slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
 
-    # Split-K: enough programs to fill the GPU, but each chunk keeps a few tiles of work.
-    splits = -(-slots * PROGRAMS_PER_SM // programs)
+    # Split-K: enough programs to fill every slot in one wave (a second, partial wave would
+    # nearly double the time), but each chunk keeps a few tiles of work.
+    splits = slots // programs
     partial_bytes = 2 * avg_q * NUM_HEADS * (D_NOPE + 1) * 4     # per split and sequence
     splits = min(splits, int(avg_kv // (block_n * MIN_TILES_PER_SPLIT)), MAX_SPLITS,
                  int(PARTIAL_LIMIT * avg_kv * KV_ROW_BYTES / partial_bytes))
@@ -251,7 +260,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     plan = dict(
         grid=(programs, splits),
         q_rows=q_rows, q_groups=q_groups, splits=splits,
-        dot_dtype=tl.float32 if interpreted else tl.bfloat16,
+        dot_dtype=tl.float32 if interpreted else tl.float16,
         block_n=block_n,
         options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
     )

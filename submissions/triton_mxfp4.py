@@ -25,6 +25,10 @@ to read every cache byte exactly once with the whole GPU busy, and to keep the d
   (code 1 lands on an fp16 subnormal, which fp16 -> fp32 conversion keeps exactly), so the code
   table is two shifts and an or. The block exponent becomes an fp32 power of two, 2**(e-127+14),
   built from its bits, which also cancels the 2**-14; one multiply per element applies both.
+* A tile is loaded as (rows, 32-element blocks, 16 bytes), so each block's exponent is loaded once
+  per row and broadcast over its 16 bytes in registers; the decoded tile is then reshaped to
+  (rows, columns). (Gathering the exponent once per byte instead, 16 repeated loads, measured
+  9% slower over the benchmark shapes.)
 * No interleaving shuffle: a byte holds elements 2i and 2i+1, so the low nibbles of a tile form
   the even-indexed columns and the high nibbles the odd ones. The query is loaded once split the
   same way, q.K^T = q_even.K_even^T + q_odd.K_odd^T, and P.V is accumulated as two 256-column
@@ -53,12 +57,12 @@ to read every cache byte exactly once with the whole GPU busy, and to keep the d
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 
-Measured (one H200, Triton 3.6, L2 flushed before each call, medians over a few runs): 128 x 8192
-q_seq_len 1 in 666-779 us and 32 x 8192 in 224-274 us, against 76 / 19 us for the bytes alone.
-Decoding takes about 8 integer/float operations per element (counted in the source, not
-profiled) and the compiled kernel sits at 255 registers, so it is most likely issue- and
-register-bound; cheaper decoding (several nibbles per 32-bit operation) and fewer registers are
-the open steps.
+Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
+8 benchmark shapes 129 us before this session's changes, 103 us after (exponents per block, one
+wave of programs); 64 x 8192 in ~277 us against 38 us for the bytes alone. Decoding takes about
+8 integer/float operations per element (counted in the source, not profiled) and the compiled
+kernel sits at 255 registers, so it is most likely issue- and register-bound; cheaper decoding
+(several nibbles per 32-bit operation) and fewer registers are the open steps.
 """
 
 import math
@@ -85,7 +89,8 @@ LONG_KV = 4096               # average KV rows per sequence from which the "long
 Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_seq_len > 1 ...
 MULTI_ROW_MIN_BATCH = 32     # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = LONG_KV   # ... and at least this average KV length; else 1 row per program
-PROGRAMS_PER_SM = 2          # split-K aims for about this many programs per SM
+WARPS_PER_SM = 8             # warps resident on one SM at ~255 registers per thread (65536 / (255 * 32)):
+                             # split-K fills SMs x (WARPS_PER_SM // num_warps) program slots once
 MIN_TILES_PER_SPLIT = 2      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
 PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add at most this many
@@ -119,27 +124,29 @@ def _e2m1_times(code, scale):
 
 
 @triton.jit
-def _load_fp4_raw(packed_ptr, scale_ptr, kv_row, kv_end, byte_col,
+def _load_fp4_raw(packed_ptr, scale_ptr, kv_row, kv_end, FIRST_BLOCK: tl.constexpr, NUM_BLOCKS: tl.constexpr,
                   stride_packed_row, stride_scale_row, MX_BLOCK: tl.constexpr):
-    """Bytes byte_col of cache rows kv_row, and for each byte its block's e8m0 exponent.
-
-    Rows at or past kv_end read as zeros. A byte holds elements 2c and 2c+1, both in block
-    (2c) // 32 = c // 16, so the exponent is gathered per byte (repeated addresses hit L1)."""
-    n_ok = (kv_row < kv_end)[:, None]
-    packed = tl.load(packed_ptr + kv_row[:, None] * stride_packed_row + byte_col[None, :],
-                     mask=n_ok, other=0)
-    exponent = tl.load(scale_ptr + kv_row[:, None] * stride_scale_row + (byte_col // (MX_BLOCK // 2))[None, :],
-                       mask=n_ok, other=0)
+    """Bytes of blocks FIRST_BLOCK.. of cache rows kv_row as (rows, blocks, bytes per block), and
+    each block's e8m0 exponent as (rows, blocks). Rows at or past kv_end read as zeros."""
+    BLOCK_BYTES: tl.constexpr = MX_BLOCK // 2
+    block = FIRST_BLOCK + tl.arange(0, NUM_BLOCKS)
+    n_ok = kv_row < kv_end
+    byte = block[None, :, None] * BLOCK_BYTES + tl.arange(0, BLOCK_BYTES)[None, None, :]
+    packed = tl.load(packed_ptr + kv_row[:, None, None] * stride_packed_row + byte, mask=n_ok[:, None, None], other=0)
+    exponent = tl.load(scale_ptr + kv_row[:, None] * stride_scale_row + block[None, :], mask=n_ok[:, None], other=0)
     return packed, exponent
 
 
 @triton.jit
 def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr):
-    """Packed bytes and their exponents -> (even elements, odd elements) as DOT_DTYPE."""
-    scale = ((exponent.to(tl.int32) + 14) << 23).to(tl.float32, bitcast=True)   # 2**(e - 127) * 2**14
+    """Packed bytes (rows, blocks, bytes) and their blocks' exponents (rows, blocks) -> (even
+    elements, odd elements), each (rows, blocks * bytes) as DOT_DTYPE."""
+    ROWS: tl.constexpr = packed.shape[0]
+    COLS: tl.constexpr = packed.shape[1] * packed.shape[2]
+    scale = (((exponent.to(tl.int32) + 14) << 23).to(tl.float32, bitcast=True))[:, :, None]  # 2**(e-127) * 2**14
     packed = packed.to(tl.uint16)
-    even = _e2m1_times(packed & 0xF, scale).to(DOT_DTYPE)
-    odd = _e2m1_times(packed >> 4, scale).to(DOT_DTYPE)
+    even = tl.reshape(_e2m1_times(packed & 0xF, scale), (ROWS, COLS)).to(DOT_DTYPE)
+    odd = tl.reshape(_e2m1_times(packed >> 4, scale), (ROWS, COLS)).to(DOT_DTYPE)
     return even, odd
 
 
@@ -160,6 +167,8 @@ def _mla_decode_kernel(
     M: tl.constexpr = Q_ROWS * NUM_HEADS
     HALF_NOPE: tl.constexpr = D_NOPE // 2        # bytes (= even or odd elements) of the latent part
     HALF_ROPE: tl.constexpr = D_ROPE // 2
+    NOPE_BLOCKS: tl.constexpr = D_NOPE // MX_BLOCK   # 16 exponents for the latent part ...
+    ROPE_BLOCKS: tl.constexpr = D_ROPE // MX_BLOCK   # ... and 2 for the rope part
     seq = tl.program_id(0) // Q_GROUPS
     group = tl.program_id(0) % Q_GROUPS
     split = tl.program_id(1)
@@ -198,17 +207,17 @@ def _mla_decode_kernel(
 
         # Register double buffering: the raw bytes of the next tile are requested before the
         # current tile is decoded and used, so a load is always in flight while the ALUs decode.
-        raw_nope, exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, byte_nope,
+        raw_nope, exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, 0, NOPE_BLOCKS,
                                            stride_packed_row, stride_scale_row, MX_BLOCK)
-        raw_rope, exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, byte_rope,
-                                           stride_packed_row, stride_scale_row, MX_BLOCK)
+        raw_rope, exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, NOPE_BLOCKS,
+                                           ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK)
         for n0 in range(chunk_start, chunk_end, BLOCK_N):
             n_ok = n0 + offs_n < chunk_end
             next_row = n0 + BLOCK_N + offs_n
-            next_raw_nope, next_exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, byte_nope,
+            next_raw_nope, next_exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, 0, NOPE_BLOCKS,
                                                          stride_packed_row, stride_scale_row, MX_BLOCK)
-            next_raw_rope, next_exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, byte_rope,
-                                                         stride_packed_row, stride_scale_row, MX_BLOCK)
+            next_raw_rope, next_exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, NOPE_BLOCKS,
+                                                         ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK)
             # Decode the tile once: its 512 latent dims serve as key part and as value.
             k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE)
             k_rope_even, k_rope_odd = _decode_fp4(raw_rope, exp_rope, DOT_DTYPE)
@@ -286,7 +295,6 @@ def _interpreted(device: torch.device) -> bool:
 
 def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) -> dict:
     interpreted = _interpreted(device)
-    slots = CPU_PROGRAM_SLOTS if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
     avg_q = max(1, -(-total_q // max(batch, 1)))
     avg_kv = total_kv / max(batch, 1)           # the host cannot know the longest without a sync
     multi_row = batch >= MULTI_ROW_MIN_BATCH and avg_kv >= MULTI_ROW_MIN_KV
@@ -296,9 +304,12 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     amd = bool(torch.version.hip) and not interpreted
     launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
     block_n = launch["block_n"]
+    sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
+    slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
 
-    # Split-K: enough programs to fill the GPU, but each chunk keeps a few tiles of work.
-    splits = -(-slots * PROGRAMS_PER_SM // programs)
+    # Split-K: enough programs to fill every slot in one wave (a second, partial wave would
+    # nearly double the time), but each chunk keeps a few tiles of work.
+    splits = slots // programs
     partial_bytes = 2 * avg_q * NUM_HEADS * (D_NOPE + 1) * 4     # per split and sequence
     splits = min(splits, int(avg_kv // (block_n * MIN_TILES_PER_SPLIT)), MAX_SPLITS,
                  int(PARTIAL_LIMIT * avg_kv * KV_ROW_BYTES / partial_bytes))

@@ -1,11 +1,13 @@
-"""Time a submission under several settings of its module-level tuning knobs (GPU).
+"""Time submissions under several settings of their module-level tuning knobs (GPU).
 
-Each configuration loads the submission afresh, overrides the named module constants, checks
-the output of one call against the task's check, then times calls the way the harness does
-(`harness.timing.CallTimer`: L2 flushed, launches hidden, events around one call).
+Each (file, configuration) pair loads the file afresh, overrides the named module constants,
+checks the output of one call against the task's check, then times calls the way the harness
+does (`harness.timing.CallTimer`: L2 flushed, launches hidden, events around one call). Several
+files compare variants of a kernel; the registers and spills of their compiled Triton kernels
+are printed beside the times.
 
 Usage (GPU machine, repo root):
-    python tools/knob_sweep.py submissions/triton_bf16.py --cases 0,1,2,4 \
+    python tools/knob_sweep.py submissions/triton_bf16.py [more files] --cases 0,1,2,4 \
         --config '{}' --config '{"COMBINE_BLOCK_ELEMS": 2048}'
 Prints one markdown table: median µs per case and configuration, and the geomean over the cases.
 """
@@ -36,12 +38,29 @@ def load(path: str, tag: int, knobs: dict):
         if not hasattr(module, name):
             raise SystemExit(f"{path}: no knob named {name}")
         setattr(module, name, value)
-    return module.custom_kernel
+    return module
+
+
+def compiled_resources(module) -> str:
+    """Registers and spills of every Triton kernel the module has compiled so far (Triton 3.x
+    keeps them per device in JITFunction.device_caches; other versions: left out)."""
+    from triton.runtime.jit import JITFunction
+
+    found = []
+    for name, value in vars(module).items():
+        fn = value if isinstance(value, JITFunction) else getattr(value, "fn", None)  # autotune wrappers
+        if not isinstance(fn, JITFunction):
+            continue
+        for cache in getattr(fn, "device_caches", {}).values():
+            for kernel in cache[0].values():
+                found.append(f"{name.strip('_')} {getattr(kernel, 'n_regs', '?')} regs "
+                             f"{getattr(kernel, 'n_spills', '?')} spills")
+    return "; ".join(sorted(set(found)))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("submission")
+    parser.add_argument("submissions", nargs="+")
     parser.add_argument("--cases", default="0,1,2,4")
     parser.add_argument("--config", action="append", default=[], help="JSON object of knob overrides")
     parser.add_argument("--calls", type=int, default=40)
@@ -55,8 +74,9 @@ def main() -> int:
     expected = [problem.expected(data) for _, data in inputs]
     configs = [json.loads(c) for c in args.config] or [{}]
     rows = []
-    for tag, knobs in enumerate(configs):
-        fn = load(args.submission, tag, knobs)
+    for tag, (path, knobs) in enumerate((p, k) for p in args.submissions for k in configs):
+        module = load(path, tag, knobs)
+        fn = module.custom_kernel
         medians = []
         for (label, data), want in zip(inputs, expected):
             ok, why = problem.check(fn(data), want)
@@ -66,14 +86,16 @@ def main() -> int:
                 fn(data)
             medians.append(statistics.median(timer(fn, data, timed=True)[1].device_s * 1e6
                                              for _ in range(args.calls)))
-        rows.append((knobs, medians))
+        rows.append((Path(path).name, knobs, medians, compiled_resources(module)))
+        print(f"{Path(path).name} {json.dumps(knobs)}: " + " ".join(f"{m:.1f}" for m in medians), flush=True)
     labels = [label for label, _ in inputs]
-    print(f"\n{Path(args.submission).name} on {info.describe()}, median µs over {args.calls} calls each")
-    print("| knobs | " + " | ".join(labels) + " | geomean |")
-    print("|---" * (len(labels) + 2) + "|")
-    for knobs, medians in rows:
+    print(f"\non {info.describe()}, median µs over {args.calls} calls each")
+    print("| file | knobs | " + " | ".join(labels) + " | geomean | compiled kernels |")
+    print("|---" * (len(labels) + 4) + "|")
+    for name, knobs, medians, resources in rows:
         geo = math.exp(sum(map(math.log, medians)) / len(medians))
-        print(f"| {json.dumps(knobs) or '{}'} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {geo:.1f} |")
+        print(f"| {name} | {json.dumps(knobs)} | " + " | ".join(f"{m:.1f}" for m in medians)
+              + f" | {geo:.1f} | {resources} |")
     return 0
 
 

@@ -8,18 +8,20 @@ For one submission and a few benchmark shapes it measures the same call five way
                leaderboard number is
   write-only   the same without the final read (L2 left full of dirty lines)
   rotated      no flush: each call reads one of K input sets totalling over 3x L2 in turn, so
-               its data cannot be in L2; the launch is hidden behind busy matrix products on
-               small L2-resident operands; events around one call. Measured on the H200 this
-               did NOT give usable numbers (BENCHMARKS.md, device call 6): kept to show it.
-  no-flush     as rotated, but always the same input set; unusable for the same reason
-  rotated b2b  the K rotated calls back to back between two events; interval / K (a call's
-               ramp-up and the events' own cost amortised): the cold-cache reference used
+               its data cannot be in L2. All K calls are queued, each between its own pair of
+               events, behind busy writes long enough to cover the host time of all K launches
+               (checked: the busy work is still running when the last call is queued). Each call
+               is timed exactly as the harness times it (events around one call, launches
+               queued ahead), with rotation instead of a flush making it cold.
+  no-flush     as rotated, but always the same input set (warm after its first call)
+  rotated b2b  the K rotated calls back to back between two events; interval / K (no events
+               between calls: the next call's first kernel starts as soon as the last ends)
   graph        the call captured once in a CUDA graph; each replay behind the harness's flush
   kernels      torch.profiler's sum of the call's kernel durations (no gaps between its kernels)
 
 Usage (GPU machine, repo root):
     python tools/timing_experiments.py submissions/triton_bf16.py [--cases 0,1,5] [--out FILE]
-Prints one table (median µs per method, and each method's ratio to `rotated`).
+Prints one table (median µs per method, and ratios to the two rotated references).
 """
 
 from __future__ import annotations
@@ -79,20 +81,25 @@ def back_to_back(fn, inputs, buffer, busy_writes, reps):
     return statistics.median(per_call)
 
 
-def lone_calls(fn, inputs, busy_op, count):
-    """Median of one call between two events per input, behind `count` runs of `busy_op`."""
-    times = []
-    for data in inputs:
+def per_call_burst(fn, inputs, buffer, busy_writes, reps):
+    """Median time of one call between its own two events, for len(inputs) calls queued in a row
+    behind busy writes; also whether every burst was fully queued before the busy work ended."""
+    times, queued_ahead = [], True
+    for _ in range(reps):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in inputs]
+        busy_end = torch.cuda.Event()
         torch.cuda.synchronize()
-        for _ in range(count):
-            busy_op()
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        fn(data)
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+        for _ in range(busy_writes):
+            buffer.zero_()
+        busy_end.record()
+        for (begin, end), data in zip(events, inputs):
+            begin.record()
+            fn(data)
+            end.record()
+        queued_ahead &= not busy_end.query()  # still busy: no call's launch was waited for
+        events[-1][1].synchronize()
+        times += [begin.elapsed_time(end) * 1e3 for begin, end in events]
+    return statistics.median(times), queued_ahead
 
 
 def main() -> int:
@@ -107,13 +114,7 @@ def main() -> int:
     fn = load_submission(args.submission)
     timer = CallTimer("cuda", info.l2_bytes)
     write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
-    # busy work that leaves the caches alone: 2048^2 bf16 products (24 MiB of operands, ~30 µs each)
-    a = torch.randn(2048, 2048, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
-    gemm = lambda: torch.mm(a, a, out=c)  # noqa: E731
-    gemm_s = write_timer._measure(gemm)
-    print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs, "
-          f"busy product {gemm_s * 1e6:.1f} µs")
+    print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs")
     rows = []
     for index in (int(i) for i in args.cases.split(",")):
         case = problem.spec.cases("benchmark")[index]
@@ -134,15 +135,18 @@ def main() -> int:
         write_only_us = statistics.median(write_only)
 
         # 2./3. rotated input sets (cold) and one input set (warm), one call between events,
-        # the launch hidden behind busy writes into a small buffer L2 keeps
+        # all calls of a burst queued behind busy writes that outlast their launches
         k = min(64, max(3, -(-3 * info.l2_bytes // input_bytes(data))))
         rotated = [problem.generate(case.args, case.seed + 1 + i, info.torch_device) for i in range(k)]
         for d in rotated[:2]:
             fn(d)
-        gemms = min(200, 2 + int(1.5 * host_us * 1e-6 / gemm_s))
-        rotated_us = lone_calls(fn, [rotated[i % k] for i in range(args.calls)], gemm, gemms)
-        warm_us = lone_calls(fn, [data] * args.calls, gemm, gemms)
-        busy = 2 + int(2.0 * k * host_us * 1e-6 / timer.flush_s)
+        burst = [rotated[i % k] for i in range(max(k, 24))]  # K sets in turn: every call cold
+        busy = 2 + int(3.0 * len(burst) * host_us * 1e-6 / timer.flush_s)
+        reps = max(1, -(-args.calls // len(burst)))
+        rotated_us, rotated_ahead = per_call_burst(fn, burst, timer.buffer, busy, reps)
+        warm_us, warm_ahead = per_call_burst(fn, [data] * len(burst), timer.buffer, busy, reps)
+        if not (rotated_ahead and warm_ahead):
+            print(f"{label}: a burst was not fully queued before its busy work ended: rotated / no-flush not launch-hidden")
         b2b_us = back_to_back(fn, rotated, timer.buffer, busy, reps=10)
         del rotated
 
@@ -179,12 +183,12 @@ def main() -> int:
 
     print()
     print("| case | K sets | harness µs | write-only µs | rotated µs | no-flush µs | rotated b2b µs | graph µs "
-          "| kernels µs | harness / rotated | write-only / rotated | no-flush / rotated | host µs (timed) "
+          "| kernels µs | harness / rotated | harness / rotated b2b | no-flush / rotated | host µs (timed) "
           "| host µs (GPU idle) |")
     print("|---" * 14 + "|")
     for label, k, h, wo, r, w, b2b, g, kern, host_us, idle in rows:
         print(f"| {label} | {k} | {h:.1f} | {wo:.1f} | {r:.1f} | {w:.1f} | {b2b:.1f} | {g:.1f} | {kern:.1f} "
-              f"| {h / r:.3f} | {wo / r:.3f} | {w / r:.3f} | {host_us:.0f} | {idle:.0f} |")
+              f"| {h / r:.3f} | {h / b2b:.3f} | {w / r:.3f} | {host_us:.0f} | {idle:.0f} |")
     return 0
 
 
