@@ -38,11 +38,12 @@ whole GPU busy":
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 
-Measured (one H200, Triton 3.6, L2 flushed before each call, medians over a few runs; the lead's
-harness is the reference): 128 x 8192 q_seq_len 1 in 318-371 us, 3.3-3.8 TB/s against a 4.3 TB/s
-copy rate; 32 x 8192 in 113-123 us; q_seq_len 4 at 128 x 8192 in 600-635 us (about 2 TB/s: the
-64-row program runs at 255 registers and spills). Shapes of 4-32 x 1024 take 20-70 us, mostly
-launch latency and timer noise.
+Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
+8 benchmark shapes 61.8 us (70.7 before this session's launch-plan changes: one wave of program
+slots counted from the warps per program, one tile per split); 64 x 8192 in 156 us and 256 x 8192
+in 568 us, 92% and 101% of the 4.2 TB/s copy rate (a read-only stream can slightly beat a copy).
+The small shapes (4-64 x 1024) take 14-37 us against 1-18 us for their bytes: launch latency, the
+combine kernel, and few tiles per program.
 """
 
 import math
