@@ -37,12 +37,12 @@ whole GPU busy":
   traffic of bf16.
 * The matrix products take fp16 operands, not bf16: every e4m3 value is exact in fp16 and the
   conversion is one instruction per pair of values (cvt.rn.f16x2.e4m3x2 on NVIDIA), where bf16
-  needs a detour through fp16 or fp32 (measured: 93 -> 84 us geomean, H200). The query's bf16
-  values are exact in fp16 as long as |q| < 65504 (fp16's range; smaller than 2**-14 they lose
-  low bits, far below anything that moves a score); P in [0, 1] is rounded to fp16, which is
-  finer than the bf16 rounding the task allows.
+  needs a detour through fp16 or fp32 (measured on the H200, same kernel otherwise: 97 -> 84 us
+  geomean over the benchmark shapes). The query's bf16 values are exact in fp16 as long as
+  |q| < 65504 (fp16's range; below 2**-14 they lose low bits, far below anything that moves a
+  score); P in [0, 1] is rounded to fp16, which is finer than the bf16 rounding the task allows.
 * Register double buffering: the raw fp8 bytes of the next tile are loaded before the current
-  tile is converted, so a load is always in flight (measured 10% faster than leaving the
+  tile is converted, so a load is always in flight (measured 10-12% faster than leaving the
   conversion's input to Triton's pipeliner, even with 4 pipeline stages).
 * One kernel source for GPU and for Triton's CPU interpreter. The interpreter computes 16-bit dots
   and 16-bit arithmetic wrongly, so the matrix-product operand type is a constexpr: fp16 on GPUs,
