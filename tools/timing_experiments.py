@@ -8,9 +8,10 @@ For one submission and a few benchmark shapes it measures the same call five way
                leaderboard number is
   write-only   the same without the final read (L2 left full of dirty lines)
   rotated      no flush: each call reads one of K input sets totalling over 3x L2 in turn, so
-               its data cannot be in L2. All K calls are queued, each between its own pair of
-               events, behind busy writes long enough to cover the host time of all K launches
-               (checked: the busy work is still running when the last call is queued). Each call
+               its data cannot be in L2. A burst of calls (at least 24, the K sets in turn) is
+               queued, each call between its own pair of events, behind busy writes long enough
+               to cover the host time of all its launches (checked: the busy work is still
+               running when the last call is queued; a warning says otherwise). Each call
                is timed exactly as the harness times it (events around one call, launches
                queued ahead), with rotation instead of a flush making it cold.
   no-flush     as rotated, but always the same input set (warm after its first call)
