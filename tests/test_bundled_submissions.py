@@ -44,3 +44,33 @@ def test_competition_style_files_run_unchanged(problem, cpu, tmp_path, path):
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
     reasons = " ".join(c.reason for c in result.cases)
     assert ("kv=fp8,q=fp8" in reasons) if "fp8" in path.name else ("kv=mxfp4" in reasons)
+
+
+TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
+    """The GPU launch plan, computed here for an H200-like device (132 SMs; workspaces on the meta
+    device): on every benchmark shape the split-K grid fits the program slots in one wave (a
+    second, partial wave nearly doubled some shapes' time, BENCHMARKS.md session 3), and the
+    grid covers every sequence."""
+    import importlib.util
+    import types
+
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
+    spec = importlib.util.spec_from_file_location(f"plan_{name[:-3]}", ROOT / "submissions" / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for case in problem.spec.cases("benchmark"):
+        batch, q_len, kv_len = case.args["batchsize"], case.args["qseqlen"], case.args["kvseqlen"]
+        plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
+        programs, splits = plan["grid"]
+        slots = 132 * max(1, module.WARPS_PER_SM // plan["options"]["num_warps"])
+        assert programs == batch * plan["q_groups"] and splits == plan["splits"] >= 1
+        assert programs * splits <= max(slots, programs), (case.args, plan["grid"], slots)
+        assert plan["dot_dtype"] != module.tl.float32  # the GPU path, not the interpreter's
