@@ -35,16 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _clone(data):
-    if isinstance(data, torch.Tensor):
-        return data.clone()
-    if isinstance(data, (list, tuple)):
-        return type(data)(_clone(x) for x in data)
-    if isinstance(data, dict):
-        return {k: _clone(v) for k, v in data.items()}
-    return data
-
-
 def _host_medians(fn, data, conn, calls, l2_bytes, send_output, buffer=None):
     from harness.timing import CallTimer
 
@@ -68,6 +58,7 @@ def _host_medians(fn, data, conn, calls, l2_bytes, send_output, buffer=None):
 
 def child(conn, submission, calls, l2_bytes):
     sys.path.insert(0, str(ROOT))
+    from harness.engine import _clone  # the engine's copy of an input tree
     from tools.knob_sweep import load
 
     fn = load(submission, 0, {}).custom_kernel

@@ -28,7 +28,6 @@ Prints one table (median µs per method, and ratios to the two rotated reference
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -42,27 +41,12 @@ sys.path.insert(0, str(ROOT))
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
 from harness.timing import CallTimer, capture_graph  # noqa: E402
-
-
-def load_submission(path: str):
-    spec = importlib.util.spec_from_file_location("submission", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.custom_kernel
+from harness.verdict import tensors  # noqa: E402
+from tools.knob_sweep import load  # noqa: E402
 
 
 def input_bytes(data) -> int:
-    total = 0
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            total += item.numel() * item.element_size()
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-    return total
+    return sum(t.numel() * t.element_size() for _, t in tensors(data))
 
 
 def back_to_back(fn, inputs, buffer, busy_writes, reps):
@@ -112,7 +96,7 @@ def main() -> int:
 
     info = detect("cuda")
     problem = load_problem(ROOT / "task.yml")
-    fn = load_submission(args.submission)
+    fn = load(args.submission, 0, {}).custom_kernel
     timer = CallTimer("cuda", info.l2_bytes)
     write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
     print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs")
