@@ -17,8 +17,10 @@ whole GPU busy":
 
 * One program handles all 16 heads of a query row (the M=16 side of both matrix products), so a KV
   tile is loaded once and used by every head, and the 512 value dims are the first 512 key dims of
-  the same tile: the tile is loaded as a 512-dim part and a 64-dim part, and the 512 part feeds
-  both q.K^T and P.V.
+  the same tile. The tile is loaded as two 256-dim latent halves and the 64-dim rope part; each
+  latent half feeds both q.K^T and P.V (into its own half of the output). Halves rather than one
+  512-dim part: the compiled kernel spills less (8-26 spilled registers instead of 30-40) and
+  runs 2-5% faster per shape (H200, BENCHMARKS.md session 4).
 * Split-K ("flash decoding"): with few sequences there are too few programs to fill 132 SMs, so
   each sequence's KV range is cut into NUM_SPLITS chunks handled by separate programs. Each writes
   a partial result (its output normalised by its own softmax sum, and the log-sum-exp) to a cached
@@ -50,13 +52,20 @@ whole GPU busy":
 
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
+Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
+per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
+~30 us of host time, a direct one ~15-20 us.
 
-Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
-8 benchmark shapes 96.6 us before this session's changes, 70 us after (fp16 operands, one wave of
-programs). Still not bandwidth-bound (64 x 8192 in ~199 us against 71 us for the bytes alone):
-the compiled kernel sits at 255 registers with spills, because with M = 16 every warp holds the
-whole 16 x 576 query as its mma operand, plus the prefetched tile. Freeing registers is the next
-step, not moving fewer bytes.
+Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, sessions 3-4): geomean over
+the 8 benchmark shapes 96.6 us at first, 70 us after fp16 operands and one wave of programs, 68 us
+with latent halves. Still not bandwidth-bound (64 x 8192 in ~197 us against 71 us for the bytes
+alone). Nsight Compute on that shape: DRAM 33% busy, L1/shared memory 76% busy, one instruction
+issued every ~3 cycles per scheduler. Shared memory is the wall: with M = 16 every warp of the
+program needs the whole 16 x 576 query for its slice of q.K^T, so each 32-row tile re-reads the
+query from shared memory once per warp (the compiled IR loads it inside the loop: 4 x 18 KB against
+18 KB of cache bytes), and the
+converted fp16 tile goes through shared memory too. Fewer shared-memory bytes per cache row, not
+fewer HBM bytes, is the next step.
 """
 
 import math
@@ -104,11 +113,12 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _load_fp8_tile(kv_ptr, kv_row, kv_end, offs_nope, offs_rope, stride_kv_row):
-    """Raw fp8 bytes of cache rows kv_row (rows at or past kv_end read as 0): latent and rope parts."""
+def _load_fp8_tile(kv_ptr, kv_row, kv_end, offs_half, offs_rope, stride_kv_row, HALF: tl.constexpr):
+    """Raw fp8 bytes of cache rows kv_row (rows at or past kv_end read as 0): latent halves and rope."""
     n_ok = (kv_row < kv_end)[:, None]
     kv_base = kv_ptr + kv_row[:, None] * stride_kv_row
-    return (tl.load(kv_base + offs_nope[None, :], mask=n_ok, other=0.0),
+    return (tl.load(kv_base + offs_half[None, :], mask=n_ok, other=0.0),
+            tl.load(kv_base + HALF + offs_half[None, :], mask=n_ok, other=0.0),
             tl.load(kv_base + offs_rope[None, :], mask=n_ok, other=0.0))
 
 
@@ -139,7 +149,8 @@ def _mla_decode_kernel(
     chunk_end = tl.minimum(chunk_start + chunk, kv_end)
 
     offs_m = tl.arange(0, M)                     # row m = (query row m // 16, head m % 16)
-    offs_nope = tl.arange(0, D_NOPE)
+    HALF: tl.constexpr = D_NOPE // 2
+    offs_half = tl.arange(0, HALF)
     offs_rope = D_NOPE + tl.arange(0, D_ROPE)
     offs_n = tl.arange(0, BLOCK_N)
     kv_scale = tl.load(kv_scale_ptr)
@@ -154,26 +165,30 @@ def _mla_decode_kernel(
         head = offs_m % NUM_HEADS
         row_ok = q_row < q_end
         q_base = q_ptr + q_row[:, None] * stride_q_row + head[:, None] * stride_q_head
-        q_nope = tl.load(q_base + offs_nope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+        q_lo = tl.load(q_base + offs_half[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+        q_hi = tl.load(q_base + HALF + offs_half[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
         q_rope = tl.load(q_base + offs_rope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
 
         m_i = tl.full([M], float("-inf"), tl.float32)    # running max (log2 units)
         l_i = tl.zeros([M], tl.float32)                  # running softmax denominator
-        acc = tl.zeros([M, D_NOPE], tl.float32)          # running numerator . V
+        acc_lo = tl.zeros([M, HALF], tl.float32)         # running numerator . V, value dims 0-255
+        acc_hi = tl.zeros([M, HALF], tl.float32)         # ... and 256-511
 
         # Register double buffering: the raw fp8 bytes of the next tile are requested before the
         # current tile is converted and used, so a load is always in flight.
-        raw_nope, raw_rope = _load_fp8_tile(kv_ptr, chunk_start + offs_n, chunk_end, offs_nope, offs_rope,
-                                            stride_kv_row)
+        raw_lo, raw_hi, raw_rope = _load_fp8_tile(kv_ptr, chunk_start + offs_n, chunk_end, offs_half, offs_rope,
+                                                  stride_kv_row, HALF)
         for n0 in range(chunk_start, chunk_end, BLOCK_N):
             n_ok = n0 + offs_n < chunk_end
-            next_nope, next_rope = _load_fp8_tile(kv_ptr, n0 + BLOCK_N + offs_n, chunk_end, offs_nope, offs_rope,
-                                                  stride_kv_row)
-            # The fp8 tile, converted once: its 512 latent dims serve as key part and as value.
-            k_nope = raw_nope.to(DOT_DTYPE)
+            next_lo, next_hi, next_rope = _load_fp8_tile(kv_ptr, n0 + BLOCK_N + offs_n, chunk_end, offs_half,
+                                                         offs_rope, stride_kv_row, HALF)
+            # The fp8 tile, converted once: each latent half serves as key part and as value.
+            k_lo = raw_lo.to(DOT_DTYPE)
+            k_hi = raw_hi.to(DOT_DTYPE)
             k_rope = raw_rope.to(DOT_DTYPE)
 
-            s = tl.dot(q_nope, tl.trans(k_nope))
+            s = tl.dot(q_lo, tl.trans(k_lo))
+            s = tl.dot(q_hi, tl.trans(k_hi), s)
             s = tl.dot(q_rope, tl.trans(k_rope), s)
             s = tl.where(n_ok[None, :], s * score_scale, float("-inf"))
 
@@ -181,23 +196,27 @@ def _mla_decode_kernel(
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(s - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            acc = tl.dot(p.to(DOT_DTYPE), k_nope, acc * alpha[:, None])
+            p16 = p.to(DOT_DTYPE)
+            acc_lo = tl.dot(p16, k_lo, acc_lo * alpha[:, None])
+            acc_hi = tl.dot(p16, k_hi, acc_hi * alpha[:, None])
             m_i = m_new
-            raw_nope, raw_rope = next_nope, next_rope
+            raw_lo, raw_hi, raw_rope = next_lo, next_hi, next_rope
 
         # A program with no KV rows keeps l = 0: its output is 0 and its lse is -inf.
         has_rows = l_i > 0.0
-        out = acc * (kv_scale / tl.where(has_rows, l_i, 1.0))[:, None]
+        norm = (kv_scale / tl.where(has_rows, l_i, 1.0))[:, None]
         out_row = q_row * NUM_HEADS + head           # rows of the contiguous (total_q*16, .) output
         if NUM_SPLITS == 1:
-            o_ptrs = out_ptr + out_row[:, None] * D_NOPE + offs_nope[None, :]
-            tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+            o_ptrs = out_ptr + out_row[:, None] * D_NOPE + offs_half[None, :]
+            tl.store(o_ptrs, (acc_lo * norm).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+            tl.store(o_ptrs + HALF, (acc_hi * norm).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
         else:
             part_row = out_row * NUM_SPLITS + split
             lse = tl.where(has_rows, m_i + tl.log2(tl.where(has_rows, l_i, 1.0)), float("-inf"))
             tl.store(part_lse_ptr + part_row, lse, mask=row_ok)
-            p_ptrs = part_out_ptr + part_row[:, None] * D_NOPE + offs_nope[None, :]
-            tl.store(p_ptrs, out, mask=row_ok[:, None])
+            p_ptrs = part_out_ptr + part_row[:, None] * D_NOPE + offs_half[None, :]
+            tl.store(p_ptrs, acc_lo * norm, mask=row_ok[:, None])
+            tl.store(p_ptrs + HALF, acc_hi * norm, mask=row_ok[:, None])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,6 +278,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
 
     plan = dict(
         grid=(programs, splits),
+        direct={},                               # compiled kernels, for _launch
         q_rows=q_rows, q_groups=q_groups, splits=splits,
         dot_dtype=tl.float32 if interpreted else tl.float16,
         block_n=block_n,
@@ -280,6 +300,37 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     return plan
 
 
+# ---------------------------------------------------------------------------------------------
+# Launching with little host work.
+# ---------------------------------------------------------------------------------------------
+def _specialization(arg):
+    """What Triton specializes a compiled kernel on, for one argument: a tensor's dtype and
+    16-byte alignment, an integer's value (only strides are passed as integers), else its type."""
+    if isinstance(arg, torch.Tensor):
+        return arg.dtype, arg.data_ptr() % 16 == 0
+    return arg if isinstance(arg, int) else type(arg)
+
+
+def _launch(plan: dict, kernel, grid: tuple, args: tuple, constexprs: dict, options: dict) -> None:
+    """kernel[grid](*args, **constexprs, **options), minus most of Triton's per-launch host work.
+
+    `kernel[grid](...)` binds and specializes every argument and looks the compiled kernel up on
+    every call. The first launch for a plan and argument specialization goes that way (compiling
+    on a miss) and keeps the compiled kernel Triton returns; later launches call it directly
+    (measured on the H200 machine: 41 -> 28 us of host time per one-launch call). Under the CPU
+    interpreter there is no compiled kernel, and every launch takes the normal path."""
+    key = (kernel, tuple(_specialization(a) for a in args))
+    direct = plan["direct"].get(key)
+    if direct is not None:
+        launch, constexpr_args = direct
+        launch(*args, *constexpr_args)
+        return
+    compiled = kernel[grid](*args, **constexprs, **options)
+    if hasattr(compiled, "packed_metadata"):     # a compiled kernel, not the interpreter's result
+        constexpr_args = tuple(constexprs[name] for name in kernel.arg_names[len(args):])
+        plan["direct"][key] = (compiled[tuple(grid) + (1,) * (3 - len(grid))], constexpr_args)
+
+
 def custom_kernel(data) -> torch.Tensor:
     q, kv_data, qo_indptr, kv_indptr, config = data
     kv, kv_scale = kv_data["fp8"]
@@ -296,21 +347,17 @@ def custom_kernel(data) -> torch.Tensor:
     out = torch.empty(total_q, NUM_HEADS, D_NOPE, dtype=torch.bfloat16, device=q.device)
     if total_q == 0 or batch == 0:
         return out
-    _mla_decode_kernel[plan["grid"]](
-        q, kv, qo_indptr, kv_indptr,
-        out, plan["part_out"], plan["part_lse"],
-        kv_scale, sm_scale * LOG2E,
-        q.stride(0), q.stride(1), kv.stride(0),
-        NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE,
-        Q_ROWS=plan["q_rows"], Q_GROUPS=plan["q_groups"],
-        NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
-        DOT_DTYPE=plan["dot_dtype"],
-        **plan["options"],
-    )
+    _launch(plan, _mla_decode_kernel, plan["grid"],
+            (q, kv, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], kv_scale,
+             sm_scale * LOG2E, q.stride(0), q.stride(1), kv.stride(0)),
+            dict(NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, Q_ROWS=plan["q_rows"],
+                 Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
+                 DOT_DTYPE=plan["dot_dtype"]),
+            plan["options"])
     if plan["splits"] > 1:
-        _combine_splits_kernel[plan["combine_grid"]](
-            plan["part_out"], plan["part_lse"], out,
-            NUM_SPLITS=plan["splits"], SPLITS_POW2=plan["splits_pow2"],
-            D_V=D_NOPE, BLOCK_DV=plan["block_dv"],
-        )
+        _launch(plan, _combine_splits_kernel, plan["combine_grid"],
+                (plan["part_out"], plan["part_lse"], out),
+                dict(NUM_SPLITS=plan["splits"], SPLITS_POW2=plan["splits_pow2"], D_V=D_NOPE,
+                     BLOCK_DV=plan["block_dv"]),
+                {})
     return out

@@ -56,6 +56,9 @@ to read every cache byte exactly once with the whole GPU busy, and to keep the d
 
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
+Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
+per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
+~30 us of host time, a direct one ~15-20 us.
 
 Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
 8 benchmark shapes 129 us before this session's changes, 103 us after (exponents per block, one
@@ -317,6 +320,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
 
     plan = dict(
         grid=(programs, splits),
+        direct={},                               # compiled kernels, for _launch
         q_rows=q_rows, q_groups=q_groups, splits=splits,
         dot_dtype=tl.float32 if interpreted else tl.bfloat16,
         block_n=block_n,
@@ -336,6 +340,37 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     else:
         plan.update(part_out=None, part_lse=None)
     return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# Launching with little host work.
+# ---------------------------------------------------------------------------------------------
+def _specialization(arg):
+    """What Triton specializes a compiled kernel on, for one argument: a tensor's dtype and
+    16-byte alignment, an integer's value (only strides are passed as integers), else its type."""
+    if isinstance(arg, torch.Tensor):
+        return arg.dtype, arg.data_ptr() % 16 == 0
+    return arg if isinstance(arg, int) else type(arg)
+
+
+def _launch(plan: dict, kernel, grid: tuple, args: tuple, constexprs: dict, options: dict) -> None:
+    """kernel[grid](*args, **constexprs, **options), minus most of Triton's per-launch host work.
+
+    `kernel[grid](...)` binds and specializes every argument and looks the compiled kernel up on
+    every call. The first launch for a plan and argument specialization goes that way (compiling
+    on a miss) and keeps the compiled kernel Triton returns; later launches call it directly
+    (measured on the H200 machine: 41 -> 28 us of host time per one-launch call). Under the CPU
+    interpreter there is no compiled kernel, and every launch takes the normal path."""
+    key = (kernel, tuple(_specialization(a) for a in args))
+    direct = plan["direct"].get(key)
+    if direct is not None:
+        launch, constexpr_args = direct
+        launch(*args, *constexpr_args)
+        return
+    compiled = kernel[grid](*args, **constexprs, **options)
+    if hasattr(compiled, "packed_metadata"):     # a compiled kernel, not the interpreter's result
+        constexpr_args = tuple(constexprs[name] for name in kernel.arg_names[len(args):])
+        plan["direct"][key] = (compiled[tuple(grid) + (1,) * (3 - len(grid))], constexpr_args)
 
 
 def custom_kernel(data) -> torch.Tensor:
@@ -358,21 +393,17 @@ def custom_kernel(data) -> torch.Tensor:
     out = torch.empty(total_q, NUM_HEADS, D_NOPE, dtype=torch.bfloat16, device=q.device)
     if total_q == 0 or batch == 0:
         return out
-    _mla_decode_kernel[plan["grid"]](
-        q, packed, scales, qo_indptr, kv_indptr,
-        out, plan["part_out"], plan["part_lse"],
-        sm_scale * LOG2E,
-        q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
-        NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, MX_BLOCK=MX_BLOCK,
-        Q_ROWS=plan["q_rows"], Q_GROUPS=plan["q_groups"],
-        NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
-        DOT_DTYPE=plan["dot_dtype"],
-        **plan["options"],
-    )
+    _launch(plan, _mla_decode_kernel, plan["grid"],
+            (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"],
+             sm_scale * LOG2E, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0)),
+            dict(NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, MX_BLOCK=MX_BLOCK,
+                 Q_ROWS=plan["q_rows"], Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"],
+                 BLOCK_N=plan["block_n"], DOT_DTYPE=plan["dot_dtype"]),
+            plan["options"])
     if plan["splits"] > 1:
-        _combine_splits_kernel[plan["combine_grid"]](
-            plan["part_out"], plan["part_lse"], out,
-            NUM_SPLITS=plan["splits"], SPLITS_POW2=plan["splits_pow2"],
-            D_V=D_NOPE, BLOCK_DV=plan["block_dv"],
-        )
+        _launch(plan, _combine_splits_kernel, plan["combine_grid"],
+                (plan["part_out"], plan["part_lse"], out),
+                dict(NUM_SPLITS=plan["splits"], SPLITS_POW2=plan["splits_pow2"], D_V=D_NOPE,
+                     BLOCK_DV=plan["block_dv"]),
+                {})
     return out

@@ -86,3 +86,43 @@ def test_every_e4m3_value_is_exact_in_fp16():
         values = codes.view(dtype).float()
         finite = torch.isfinite(values)
         assert torch.equal(values[finite].half().float(), values[finite])
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_direct_launch_reuses_the_compiled_kernel_only_for_the_same_specialization(name):
+    """`_launch` (GPU path, exercised here with a stand-in for Triton's JIT function): the first
+    launch goes through kernel[grid](...) and keeps the compiled kernel; the next launch with the
+    same argument specialization calls it directly, with the constexprs appended in the kernel's
+    parameter order and a 3-d grid; a tensor that is no longer 16-byte aligned, or another stride,
+    goes through kernel[grid](...) again (Triton would compile another specialization)."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location(f"launch_{name[:-3]}", ROOT / "submissions" / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    calls = []
+
+    class Compiled:
+        packed_metadata = object()
+
+        def __getitem__(self, grid):
+            return lambda *args: calls.append(("direct", grid, args))
+
+    class Kernel:
+        arg_names = ["x", "stride", "B", "A"]
+
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                calls.append(("jit", grid, args, kwargs))
+                return Compiled()
+            return run
+
+    kernel, plan = Kernel(), {"direct": {}}
+    buf = torch.zeros(64)
+    for x, stride in ((buf[:8], 8), (buf[:8], 8), (buf[1:9], 8), (buf[:8], 16), (buf[4:12], 8)):
+        module._launch(plan, kernel, (5, 2), (x, stride), {"A": 1, "B": 2}, {"num_warps": 4})
+    assert [c[0] for c in calls] == ["jit", "direct", "jit", "jit", "direct"]
+    assert calls[0][1] == (5, 2) and calls[0][3] == {"A": 1, "B": 2, "num_warps": 4}
+    assert calls[1][1] == (5, 2, 1) and calls[1][2][1:] == (8, 2, 1)   # constexprs in parameter order
