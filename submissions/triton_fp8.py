@@ -20,7 +20,7 @@ whole GPU busy":
   the same tile. The tile is loaded as two 256-dim latent halves and the 64-dim rope part; each
   latent half feeds both q.K^T and P.V (into its own half of the output). Halves rather than one
   512-dim part: the compiled kernel spills less (8-26 spilled registers instead of 30-40) and
-  runs 2-5% faster per shape (H200, BENCHMARKS.md session 4).
+  runs 1-6% faster per shape (H200, BENCHMARKS.md session 4).
 * Split-K ("flash decoding"): with few sequences there are too few programs to fill 132 SMs, so
   each sequence's KV range is cut into NUM_SPLITS chunks handled by separate programs. Each writes
   a partial result (its output normalised by its own softmax sum, and the log-sum-exp) to a cached
