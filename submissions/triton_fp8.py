@@ -62,10 +62,9 @@ with latent halves. Still not bandwidth-bound (64 x 8192 in ~197 us against 71 u
 alone). Nsight Compute on that shape: DRAM 33% busy, L1/shared memory 76% busy, one instruction
 issued every ~3 cycles per scheduler. Shared memory is the wall: with M = 16 every warp of the
 program needs the whole 16 x 576 query for its slice of q.K^T, so each 32-row tile re-reads the
-query from shared memory once per warp (the compiled IR loads it inside the loop: 4 x 18 KB against
-18 KB of cache bytes), and the
-converted fp16 tile goes through shared memory too. Fewer shared-memory bytes per cache row, not
-fewer HBM bytes, is the next step.
+query from shared memory once per warp (the compiled IR loads it inside the loop: 4 x 18 KB
+against 18 KB of cache bytes), and the converted fp16 tile goes through shared memory too. Fewer
+shared-memory bytes per cache row, not fewer HBM bytes, is the next step.
 """
 
 import math
