@@ -39,7 +39,8 @@ The launch plan (split count, grid, workspaces) depends only on the shapes and i
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
 per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
-~30 us of host time, a direct one ~15-20 us.
+~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
+BENCHMARKS.md session 4).
 
 Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
 8 benchmark shapes 61.8 us (70.7 before this session's launch-plan changes: one wave of program

@@ -54,7 +54,8 @@ The launch plan (split count, grid, workspaces) depends only on the shapes and i
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
 per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
-~30 us of host time, a direct one ~15-20 us.
+~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
+BENCHMARKS.md session 4).
 
 Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, sessions 3-4): geomean over
 the 8 benchmark shapes 96.6 us at first, 70 us after fp16 operands and one wave of programs, 68 us

@@ -49,13 +49,22 @@ def test_competition_style_files_run_unchanged(problem, cpu, tmp_path, path):
 TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
 
 
+def _load_submission(name: str, tag: str):
+    """A bundled submission file as a fresh module (its module-level state is the test's own)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{tag}_{name[:-3]}", ROOT / "submissions" / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize("name", TRITON_KERNELS)
 def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
     """The GPU launch plan, computed here for an H200-like device (132 SMs; workspaces on the meta
     device): on every benchmark shape the split-K grid fits the program slots in one wave (a
     second, partial wave nearly doubled some shapes' time, BENCHMARKS.md session 3), and the
     grid covers every sequence."""
-    import importlib.util
     import types
 
     import torch
@@ -63,9 +72,7 @@ def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device=None: types.SimpleNamespace(multi_processor_count=132))
-    spec = importlib.util.spec_from_file_location(f"plan_{name[:-3]}", ROOT / "submissions" / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_submission(name, "plan")
     for case in problem.spec.cases("benchmark"):
         batch, q_len, kv_len = case.args["batchsize"], case.args["qseqlen"], case.args["kvseqlen"]
         plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
@@ -95,13 +102,9 @@ def test_direct_launch_reuses_the_compiled_kernel_only_for_the_same_specializati
     same argument specialization calls it directly, with the constexprs appended in the kernel's
     parameter order and a 3-d grid; a tensor that is no longer 16-byte aligned, or another stride,
     goes through kernel[grid](...) again (Triton would compile another specialization)."""
-    import importlib.util
-
     import torch
 
-    spec = importlib.util.spec_from_file_location(f"launch_{name[:-3]}", ROOT / "submissions" / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_submission(name, "launch")
     calls = []
 
     class Compiled:
