@@ -101,6 +101,7 @@ PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add a
                              # bytes per cache byte read; caps splits when q_seq_len > 1
 KV_ROW_BYTES = 306           # one cache row: 288 packed bytes + 18 exponents
 COMBINE_BLOCK_ELEMS = 8192   # splits x value-dims handled by one combine program
+PTX_DECODE = True           # decode with packed-pair PTX on NVIDIA GPUs (else the portable Triton code)
 CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpreter
 # On AMD GPUs (torch.version.hip) every shape uses this smaller tile (MI300/MI355X have 64-160 KB
 # of LDS per CU) plus AMD-only compiler options. Not yet run on AMD hardware.
@@ -122,9 +123,10 @@ def _e2m1_times(code, scale):
     """4-bit e2m1 codes (uint16 holding 0..15) times fp32 scales, in fp32.
 
     fp16 with the sign in bit 15 and the magnitude code in bits 9..11 is exactly e2m1 * 2**-14;
-    the caller's scale carries the compensating 2**14."""
+    times 2**14 it is the e2m1 value (exact). The scale is applied separately: folding the 2**14
+    into it would overflow fp32 for exponents >= 241 (and 0 * inf is NaN)."""
     bits = ((code & 8) << 12) | ((code & 7) << 9)
-    return bits.to(tl.float16, bitcast=True).to(tl.float32) * scale
+    return bits.to(tl.float16, bitcast=True).to(tl.float32) * 16384.0 * scale
 
 
 @triton.jit
@@ -135,23 +137,58 @@ def _load_fp4_raw(packed_ptr, scale_ptr, kv_row, kv_end, FIRST_BLOCK: tl.constex
     BLOCK_BYTES: tl.constexpr = MX_BLOCK // 2
     block = FIRST_BLOCK + tl.arange(0, NUM_BLOCKS)
     n_ok = kv_row < kv_end
-    byte = block[None, :, None] * BLOCK_BYTES + tl.arange(0, BLOCK_BYTES)[None, None, :]
-    packed = tl.load(packed_ptr + kv_row[:, None, None] * stride_packed_row + byte, mask=n_ok[:, None, None], other=0)
-    exponent = tl.load(scale_ptr + kv_row[:, None] * stride_scale_row + block[None, :], mask=n_ok[:, None], other=0)
-    return packed, exponent
+    # Loaded as (blocks, rows, bytes) and permuted: Triton then spreads a warp's lanes along a row's
+    # blocks, and the decoded tile reaches shared memory in 16-byte stores instead of 2-byte ones.
+    byte = block[:, None, None] * BLOCK_BYTES + tl.arange(0, BLOCK_BYTES)[None, None, :]
+    packed = tl.load(packed_ptr + kv_row[None, :, None] * stride_packed_row + byte, mask=n_ok[None, :, None], other=0)
+    exponent = tl.load(scale_ptr + kv_row[None, :] * stride_scale_row + block[:, None], mask=n_ok[None, :], other=0)
+    return tl.permute(packed, (1, 0, 2)), tl.trans(exponent)
+
+
+# One 32-bit word of packed codes (bytes b0..b3, each: low nibble = even element, high nibble = odd
+# element) -> the even elements of b0..b3 as two bf16x2 words ($0, $1) and the odd ones ($2, $3),
+# times the block scale $5 (bf16x2 of 2**(e-127); $6..$8 repeat it: one input register per packed
+# element). prmt spreads bytes b0, b1 (then b2, b3) into the two 16-bit halves; shifts and masks put
+# a nibble's sign on bit 15 and its magnitude bits on bits 6..8 of a bf16, which is exactly
+# e2m1 * 2**-126 (code 1 is a bf16 subnormal, which bf16 fma keeps); one fma by 2**126 restores the
+# e2m1 value exactly and a second applies the scale. 3.25 instructions per element, all on packed pairs.
+_E2M1_PTX = tl.constexpr("""{
+.reg .b32 t0, t1, a, b, c126, nz;
+mov.b32 c126, 0x7E807E80;
+mov.b32 nz, 0x80008000;
+prmt.b32 t0, $4, 0, 0x4140;
+prmt.b32 t1, $4, 0, 0x4342;
+shl.b32 a, t0, 12; shl.b32 b, t0, 6; and.b32 a, a, 0x80008000; and.b32 b, b, 0x01C001C0; or.b32 a, a, b;
+fma.rn.bf16x2 a, a, c126, nz; fma.rn.bf16x2 $0, a, $5, nz;
+shl.b32 a, t1, 12; shl.b32 b, t1, 6; and.b32 a, a, 0x80008000; and.b32 b, b, 0x01C001C0; or.b32 a, a, b;
+fma.rn.bf16x2 a, a, c126, nz; fma.rn.bf16x2 $1, a, $5, nz;
+shl.b32 a, t0, 8; shl.b32 b, t0, 2; and.b32 a, a, 0x80008000; and.b32 b, b, 0x01C001C0; or.b32 a, a, b;
+fma.rn.bf16x2 a, a, c126, nz; fma.rn.bf16x2 $2, a, $5, nz;
+shl.b32 a, t1, 8; shl.b32 b, t1, 2; and.b32 a, a, 0x80008000; and.b32 b, b, 0x01C001C0; or.b32 a, a, b;
+fma.rn.bf16x2 a, a, c126, nz; fma.rn.bf16x2 $3, a, $5, nz;
+}""")
 
 
 @triton.jit
-def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr):
+def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.constexpr):
     """Packed bytes (rows, blocks, bytes) and their blocks' exponents (rows, blocks) -> (even
     elements, odd elements), each (rows, blocks * bytes) as DOT_DTYPE."""
     ROWS: tl.constexpr = packed.shape[0]
     COLS: tl.constexpr = packed.shape[1] * packed.shape[2]
-    scale = (((exponent.to(tl.int32) + 14) << 23).to(tl.float32, bitcast=True))[:, :, None]  # 2**(e-127) * 2**14
-    packed = packed.to(tl.uint16)
-    even = tl.reshape(_e2m1_times(packed & 0xF, scale), (ROWS, COLS)).to(DOT_DTYPE)
-    odd = tl.reshape(_e2m1_times(packed >> 4, scale), (ROWS, COLS)).to(DOT_DTYPE)
-    return even, odd
+    if PTX_DECODE:  # NVIDIA GPUs, bf16 operands: packed-pair decoding in PTX
+        e = exponent.to(tl.int32)
+        scale = tl.where(e == 0, 0x40, e << 7)   # bf16 bits of 2**(e-127); e = 0 is a subnormal
+        scale = tl.broadcast_to((scale | (scale << 16))[:, :, None], packed.shape)
+        even, odd = tl.inline_asm_elementwise(_E2M1_PTX, "=r,=r,=r,=r,r,r,r,r,r", [packed, scale],
+                                              dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+        return tl.reshape(even, (ROWS, COLS)), tl.reshape(odd, (ROWS, COLS))
+    else:           # portable: the interpreter, AMD
+        e = exponent.to(tl.int32)
+        scale = tl.where(e == 0, 0x400000, e << 23).to(tl.float32, bitcast=True)[:, :, None]  # 2**(e-127); e = 0: subnormal
+        packed = packed.to(tl.uint16)
+        even = tl.reshape(_e2m1_times(packed & 0xF, scale), (ROWS, COLS)).to(DOT_DTYPE)
+        odd = tl.reshape(_e2m1_times(packed >> 4, scale), (ROWS, COLS)).to(DOT_DTYPE)
+        return even, odd
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +203,7 @@ def _mla_decode_kernel(
     NUM_HEADS: tl.constexpr, D_NOPE: tl.constexpr, D_ROPE: tl.constexpr, MX_BLOCK: tl.constexpr,
     Q_ROWS: tl.constexpr, Q_GROUPS: tl.constexpr,
     NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.constexpr,
 ):
     M: tl.constexpr = Q_ROWS * NUM_HEADS
     HALF_NOPE: tl.constexpr = D_NOPE // 2        # bytes (= even or odd elements) of the latent part
@@ -223,8 +260,8 @@ def _mla_decode_kernel(
             next_raw_rope, next_exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, NOPE_BLOCKS,
                                                          ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK)
             # Decode the tile once: its 512 latent dims serve as key part and as value.
-            k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE)
-            k_rope_even, k_rope_odd = _decode_fp4(raw_rope, exp_rope, DOT_DTYPE)
+            k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE, PTX_DECODE)
+            k_rope_even, k_rope_odd = _decode_fp4(raw_rope, exp_rope, DOT_DTYPE, PTX_DECODE)
 
             s = tl.dot(q_nope_even, tl.trans(k_nope_even))
             s = tl.dot(q_nope_odd, tl.trans(k_nope_odd), s)
@@ -324,6 +361,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
         direct={},                               # compiled kernels, for _launch
         q_rows=q_rows, q_groups=q_groups, splits=splits,
         dot_dtype=tl.float32 if interpreted else tl.bfloat16,
+        ptx_decode=not interpreted and not amd and PTX_DECODE,
         block_n=block_n,
         options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
     )
@@ -399,7 +437,8 @@ def custom_kernel(data) -> torch.Tensor:
              sm_scale * LOG2E, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0)),
             dict(NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, MX_BLOCK=MX_BLOCK,
                  Q_ROWS=plan["q_rows"], Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"],
-                 BLOCK_N=plan["block_n"], DOT_DTYPE=plan["dot_dtype"]),
+                 BLOCK_N=plan["block_n"], DOT_DTYPE=plan["dot_dtype"],
+                 PTX_DECODE=plan["ptx_decode"]),
             plan["options"])
     if plan["splits"] > 1:
         _launch(plan, _combine_splits_kernel, plan["combine_grid"],
