@@ -20,15 +20,22 @@ Why the kernel looks the way it does
 Decode attention reads the whole KV cache once and does little arithmetic per byte, so the aim is
 to read every cache byte exactly once with the whole GPU busy, and to keep the decoding cheap:
 
-* The 4-bit codes are decoded in registers, never into a bf16 copy in memory. Shifting the sign
-  to bit 15 and the three magnitude bits to bits 9..11 of an fp16 gives exactly e2m1 * 2**-14
-  (code 1 lands on an fp16 subnormal, which fp16 -> fp32 conversion keeps exactly), so the code
-  table is two shifts and an or. The block exponent becomes an fp32 power of two, 2**(e-127+14),
-  built from its bits, which also cancels the 2**-14; one multiply per element applies both.
-* A tile is loaded as (rows, 32-element blocks, 16 bytes), so each block's exponent is loaded once
-  per row and broadcast over its 16 bytes in registers; the decoded tile is then reshaped to
-  (rows, columns). (Gathering the exponent once per byte instead, 16 repeated loads, measured
-  9% slower over the benchmark shapes.)
+* The 4-bit codes are decoded in registers, never into a bf16 copy in memory. On NVIDIA GPUs a
+  few lines of PTX (`_E2M1_PTX`) decode two codes per 32-bit instruction: shifts and masks put a
+  code's sign on bit 15 and its three magnitude bits on bits 6..8 of a bf16, which is exactly
+  e2m1 * 2**-126 (code 1 is a bf16 subnormal, which bf16 fma keeps), then one packed fma by 2**126
+  and one by the block scale 2**(e-127) give the bf16 operand: about 3.3 instructions per element
+  instead of about 8 for the portable code (geomean 97.9 -> 89.2 us on the H200, BENCHMARKS.md
+  session 5). The portable code (Triton's interpreter, AMD) builds fp16 e2m1 * 2**-14 the same way
+  and multiplies by 2**14 and the scale in fp32. Both decoders are checked bit for bit on every
+  code and every exponent by tools/mxfp4_decode_check.py (the PTX one on a GPU, the portable one
+  in the CPU tests).
+* A tile is loaded as (32-element blocks, rows, 16 bytes) and permuted to (rows, blocks, bytes),
+  so each block's exponent is loaded once per row and broadcast over its 16 bytes in registers.
+  Loading block-major spreads a warp's lanes along a row's blocks, and the decoded tile then
+  reaches shared memory (where both matrix products read it) in 16-byte stores; loaded row-major,
+  Triton wrote it with 2-byte stores (200 per thread per tile; geomean 102.7 -> 97.9 us).
+  (Gathering the exponent once per byte instead, 16 repeated loads, measured 9% slower.)
 * No interleaving shuffle: a byte holds elements 2i and 2i+1, so the low nibbles of a tile form
   the even-indexed columns and the high nibbles the odd ones. The query is loaded once split the
   same way, q.K^T = q_even.K_even^T + q_odd.K_odd^T, and P.V is accumulated as two 256-column
@@ -61,12 +68,12 @@ per-launch argument binding: on the H200 machine's CPU a launch through `kernel[
 ~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
 BENCHMARKS.md session 4).
 
-Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
-8 benchmark shapes 129 us before this session's changes, 103 us after (exponents per block, one
-wave of programs); 64 x 8192 in ~277 us against 38 us for the bytes alone. Decoding takes about
-8 integer/float operations per element (counted in the source, not profiled) and the compiled
-kernel sits at 255 registers, so it is most likely issue- and register-bound; cheaper decoding
-(several nibbles per 32-bit operation) and fewer registers are the open steps.
+Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, sessions 3 and 5): geomean
+over the 8 benchmark shapes 129 us (session 3's start), 103 us (exponents per block, one wave of
+programs), 88.7 us (PTX decoding, block-major loads); 64 x 8192 in 222 us against 38 us for the
+bytes alone. Nsight Compute at 64 x 8192: 36% of issue slots busy, 5.1 cycles between a warp's
+instructions, 2 warps per scheduler (229 registers): the kernel is latency-bound at low occupancy.
+Capping registers for more programs per SM spills and loses (168: 106.7 us; 128: 153 us).
 """
 
 import math
@@ -101,7 +108,7 @@ PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add a
                              # bytes per cache byte read; caps splits when q_seq_len > 1
 KV_ROW_BYTES = 306           # one cache row: 288 packed bytes + 18 exponents
 COMBINE_BLOCK_ELEMS = 8192   # splits x value-dims handled by one combine program
-PTX_DECODE = True           # decode with packed-pair PTX on NVIDIA GPUs (else the portable Triton code)
+PTX_DECODE = True            # decode with packed-pair PTX on NVIDIA GPUs (else the portable Triton code)
 CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpreter
 # On AMD GPUs (torch.version.hip) every shape uses this smaller tile (MI300/MI355X have 64-160 KB
 # of LDS per CU) plus AMD-only compiler options. Not yet run on AMD hardware.
