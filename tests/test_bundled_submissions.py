@@ -83,6 +83,29 @@ def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
         assert plan["dot_dtype"] != module.tl.float32  # the GPU path, not the interpreter's
 
 
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_split_kv_partials_and_their_merge_match_the_reference(problem, monkeypatch, name):
+    """The small CPU cases mostly fit in one split (fp8 and mxfp4: in all of them), so here every
+    Triton file is made to cut each sequence's KV range into several chunks (some empty, in a
+    ragged batch; two query rows per sequence in the second case), and its partial results and
+    their merge by the second kernel are checked against the reference in Triton's interpreter."""
+    import torch
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    module = _load_submission(name, "split")
+    monkeypatch.setattr(module, "MIN_TILES_PER_SPLIT", 1)
+    monkeypatch.setattr(module, "CPU_PROGRAM_SLOTS", 64)
+    monkeypatch.setattr(module, "PARTIAL_LIMIT", 1e9)
+    for args, seed in (({"batchsize": 3, "qseqlen": 1, "kvseqlen": 200, "kvseqlens": [200, 33, 129]}, 5),
+                       ({"batchsize": 2, "qseqlen": 2, "kvseqlen": 96}, 6)):
+        data = problem.generate(args, seed, torch.device("cpu"))
+        q, kv_indptr = data[0], data[3]
+        plan = module._make_plan(args["batchsize"], q.shape[0], int(kv_indptr[-1]), q.device)
+        assert plan["splits"] >= 3, plan["grid"]
+        ok, why = problem.check(module.custom_kernel(data), problem.expected(data))
+        assert ok, f"{args}: {why}"
+
+
 def test_every_e4m3_value_is_exact_in_fp16():
     """triton_fp8.py multiplies in fp16 after converting the cache: that is exact only if every
     e4m3 value (both variants: OCP and MI300's fnuz) is an fp16 value."""
