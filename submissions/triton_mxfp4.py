@@ -179,7 +179,8 @@ fma.rn.bf16x2 a, a, c126, nz; fma.rn.bf16x2 $3, a, $5, nz;
 @triton.jit
 def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.constexpr):
     """Packed bytes (rows, blocks, bytes) and their blocks' exponents (rows, blocks) -> (even
-    elements, odd elements), each (rows, blocks * bytes) as DOT_DTYPE."""
+    elements, odd elements), each (rows, blocks * bytes): bf16 from the PTX decoder (GPUs use
+    bf16 operands), else DOT_DTYPE."""
     ROWS: tl.constexpr = packed.shape[0]
     COLS: tl.constexpr = packed.shape[1] * packed.shape[2]
     if PTX_DECODE:  # NVIDIA GPUs, bf16 operands: packed-pair decoding in PTX

@@ -1,13 +1,15 @@
-"""Bit-exact check of triton_mxfp4's decoding (GPU): every code, every exponent.
+"""Bit-exact check of triton_mxfp4's decoding: every code, every exponent.
 
 Decodes cache rows that hold all 256 byte values under all 255 e8m0 exponents (0..254) with the
-submission's own `_load_fp4_raw` / `_decode_fp4`, once with the PTX decoder and once with the
-portable Triton code, and compares each bf16 result bit for bit with harness.quant's fp32
-dequantization rounded to bf16 (exact: an e2m1 value times a power of two has at most two
-significant bits). The CPU tests cover only the portable path (Triton's interpreter cannot run
-PTX); this covers the PTX one. On a CPU machine (TRITON_INTERPRET=1) it checks the portable path.
+submission's own `_load_fp4_raw` / `_decode_fp4`: on an NVIDIA GPU once with the PTX decoder (bf16
+results, as the kernel uses them) and once with the portable Triton code (fp32 results, before the
+kernel's cast to its operand type); on a CPU machine (TRITON_INTERPRET=1) the portable code only,
+which is how the CPU tests use it. Each result, widened to fp32, must equal harness.quant's fp32
+dequantization bit for bit (an e2m1 value times a power of two has at most two significant bits,
+so bf16 holds it exactly; fp32 is compared because the interpreter rounds fp32 -> bf16 subnormals
+wrongly). Exit status 1 on any mismatch.
 
-Usage (GPU machine, repo root):
+Usage (repo root; on a CPU machine prefix TRITON_INTERPRET=1):
     python tools/mxfp4_decode_check.py [submissions/triton_mxfp4.py]
 """
 
