@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from harness.pool import EvalSettings, failed
 from harness.prestart import log_path
+from harness.worker import one_line
 
 HARNESS_DIR = Path(__file__).resolve().parent
 
@@ -63,7 +64,7 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
                      log_to_driver=False, runtime_env={"py_modules": [str(HARNESS_DIR)]})
         except Exception as exc:  # no cluster there, version mismatch, ...
             raise RayMissing(f"--backend ray: cannot start or reach Ray at {address or 'a local instance'}: "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+                             f"{one_line(exc)}") from None
     gpu = settings.device != "cpu"
     remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)(_job)
     refs = {}
@@ -83,8 +84,7 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
                 local_log.write_text(result.log)
                 result.log = str(local_log)
             except Exception as exc:  # the task died (node lost, worker killed): this submission only
-                reason = " ".join(str(exc).split())[:300]
-                result = failed(path, f"Ray task failed: {type(exc).__name__}: {reason}")
+                result = failed(path, f"Ray task failed: {one_line(exc)}")
             results[index] = result
             on_result(index, result)
     finally:

@@ -77,7 +77,7 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
                     call = kernel
                     if timer.gpu:
                         torch.cuda.synchronize()
-                    conn.send(("captured", False, _one_line(exc)))
+                    conn.send(("captured", False, one_line(exc)))
             elif op == "call":
                 last_output = None
                 out, timing = timer(call, data, timed=msg[1])
@@ -93,7 +93,7 @@ def main(conn: Any, submission: str, repo_root: str, log_path: str, device_type:
             traceback.print_exc()
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
             kind = "out of memory" if oom else "exception"
-            conn.send(("error", kind, _one_line(exc)))
+            conn.send(("error", kind, one_line(exc)))
 
 
 class _LoadError(Exception):
@@ -119,10 +119,10 @@ def _load(path: str):
         if name and name.split(".")[0] in ("aiter", "hip", "triton_kernels"):
             hint = f" ({name.split('.')[0]} is an AMD ROCm package; this machine does not have it)"
         traceback.print_exc()
-        raise _LoadError("import error", f"{_one_line(exc)}{hint}") from None
+        raise _LoadError("import error", f"{one_line(exc)}{hint}") from None
     except BaseException as exc:  # anything at import time, SystemExit included
         traceback.print_exc()
-        raise _LoadError("import error", f"failed while importing: {_one_line(exc)}") from None
+        raise _LoadError("import error", f"failed while importing: {one_line(exc)}") from None
     kernel = getattr(module, "custom_kernel", None)
     if kernel is None:
         raise _LoadError("no custom_kernel", "defines no custom_kernel(data) function")
@@ -171,7 +171,8 @@ def _redirect_output(log_path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type, then its message with whitespace collapsed, cut at 300."""
     text = " ".join(str(exc).split())
     if len(text) > 300:
         text = text[:297] + "..."
