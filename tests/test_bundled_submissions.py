@@ -83,6 +83,17 @@ def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
         assert plan["dot_dtype"] != module.tl.float32  # the GPU path, not the interpreter's
 
 
+def _run_interpreted(argv: list[str], timeout: float):
+    """`python argv...` in a fresh process on the CPU under Triton's interpreter (whether Triton
+    interprets is fixed when a kernel is defined, so it cannot be switched on in this process)."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
+
+
 _SPLIT_KV_CHECK = """
 import importlib.util, sys
 import torch
@@ -108,15 +119,8 @@ def test_split_kv_partials_and_their_merge_match_the_reference(name):
     """The small CPU cases mostly fit in one split (fp8 and mxfp4: in all of them), so here every
     Triton file is made to cut each sequence's KV range into several chunks (some empty, in a
     ragged batch; two query rows per sequence in the second case), and its partial results and
-    their merge by the second kernel are checked against the reference in Triton's interpreter
-    (in a fresh process: whether Triton interprets is fixed when a kernel is defined)."""
-    import os
-    import subprocess
-    import sys
-
-    run = subprocess.run([sys.executable, "-c", _SPLIT_KV_CHECK, str(ROOT), name], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""},
-                         timeout=600)
+    their merge by the second kernel are checked against the reference in Triton's interpreter."""
+    run = _run_interpreted(["-c", _SPLIT_KV_CHECK, str(ROOT), name], timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert run.stdout.count(" ok") == 2, run.stdout
 
@@ -137,13 +141,7 @@ def test_mxfp4_decoding_is_bit_exact_for_every_code_and_exponent():
     """triton_mxfp4.py's portable decoder (the one the interpreter and AMD GPUs run), through
     tools/mxfp4_decode_check.py: all 256 byte values under all 255 exponents, bit for bit
     against harness.quant. (The same tool checks the PTX decoder on an NVIDIA GPU.)"""
-    import os
-    import subprocess
-    import sys
-
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "mxfp4_decode_check.py")], capture_output=True,
-                         text=True, env={**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""},
-                         timeout=300)
+    run = _run_interpreted([str(ROOT / "tools" / "mxfp4_decode_check.py")], timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "portable decoder: 293760 of 293760 values bit-exact" in run.stdout
 
