@@ -183,15 +183,14 @@ def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.conste
     bf16 operands), else DOT_DTYPE."""
     ROWS: tl.constexpr = packed.shape[0]
     COLS: tl.constexpr = packed.shape[1] * packed.shape[2]
+    e = exponent.to(tl.int32)
     if PTX_DECODE:  # NVIDIA GPUs, bf16 operands: packed-pair decoding in PTX
-        e = exponent.to(tl.int32)
         scale = tl.where(e == 0, 0x40, e << 7)   # bf16 bits of 2**(e-127); e = 0 is a subnormal
         scale = tl.broadcast_to((scale | (scale << 16))[:, :, None], packed.shape)
         even, odd = tl.inline_asm_elementwise(_E2M1_PTX, "=r,=r,=r,=r,r,r,r,r,r", [packed, scale],
                                               dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
         return tl.reshape(even, (ROWS, COLS)), tl.reshape(odd, (ROWS, COLS))
     else:           # portable: the interpreter, AMD
-        e = exponent.to(tl.int32)
         scale = tl.where(e == 0, 0x400000, e << 23).to(tl.float32, bitcast=True)[:, :, None]  # 2**(e-127); e = 0: subnormal
         packed = packed.to(tl.uint16)
         even = tl.reshape(_e2m1_times(packed & 0xF, scale), (ROWS, COLS)).to(DOT_DTYPE)
