@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 STARTED = time.perf_counter()  # the run's wall time counts everything after this
+EVALUATIONS = [STARTED]         # when the evaluations began (set by _evaluate_all)
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local processes (default) or a Ray cluster (pip install '.[ray]')")
     p.add_argument("--address", metavar="ADDR", help="with --backend ray: the cluster (default: start a local Ray)")
+    p.add_argument("--sandbox", choices=("auto", "require", "off"), default="auto",
+                   help="the OS sandbox around each worker (bubblewrap): auto (default: used where it works, "
+                        "else a loud warning and results marked unsandboxed), require (refuse without it), off")
+    p.add_argument("--no-audit", action="store_true",
+                   help="leaderboard mode on a GPU: skip the profiler's audit of the timings (results marked not audited)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -97,30 +103,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report.error("interrupted")
         return 130
     finally:
-        if early is not None and early[0].is_alive() and not early[1].closed:  # started, never adopted
-            early[0].kill()
-            early[0].join(timeout=5)
+        if early is not None:  # started, never adopted (closing an adopted worker again is harmless)
+            early.close()
 
 
-def _start_early(args: argparse.Namespace) -> Optional[tuple[Any, Any]]:
-    """Start the first submission's worker before this process imports torch (a sequential run of
-    an engine mode only); None when that does not apply or the arguments are wrong (reported later)."""
+def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+    """What no worker may see: the results database and the log folder."""
+    return (Path(args.db), Path(args.logs))
+
+
+def _start_early(args: argparse.Namespace):
+    """Start the first submission's worker before this process imports torch (a sequential, sandboxed
+    run of an engine mode only: a worker outside the sandbox could rewrite the modules this process
+    has yet to import); None when that does not apply or the arguments are wrong (reported later)."""
     if args.mode not in MODES or args.history or args.ncu or args.rocprof or _parallel(args) \
-            or args.device not in (None, "cpu", "cuda"):
+            or args.device not in (None, "cpu", "cuda") or args.sandbox == "off":
+        return None
+    from harness.launch import log_path, sandbox_problem, start_worker
+
+    if sandbox_problem() is not None:
         return None
     try:
         first = resolve_submissions(args.submission)[0]
     except UsageError:
         return None
-    from harness.prestart import log_path, start_worker
-
     try:
-        return start_worker(first, args.device, log_path(Path(args.logs), first))
+        return start_worker(first, args.device, log_path(Path(args.logs), first), sandbox=args.sandbox,
+                            private=private_paths(args))
     except OSError:  # e.g. an unwritable log folder: the normal path reports it
         return None
 
 
-def _run(args: argparse.Namespace, early: Optional[tuple[Any, Any]] = None) -> int:
+def _run(args: argparse.Namespace, early=None) -> int:
     from harness import report
     from harness.store import Store, StoreError
 
@@ -159,11 +173,10 @@ def _run(args: argparse.Namespace, early: Optional[tuple[Any, Any]] = None) -> i
     return _run_with(args, store, problem, submissions, early)
 
 
-def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
-              early: Optional[tuple[Any, Any]]) -> int:
+def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
     from harness import report
     from harness.device import detect, measure_copy_bandwidth, versions
-    from harness.engine import RunContext, evaluate
+    from harness.engine import RunContext
 
     device = detect(args.device)
     small = args.small or not device.is_gpu
@@ -178,42 +191,96 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
                              f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
     if args.graph and not device.is_gpu:
         report.err_console.print("--graph needs a GPU: timing plain calls.")
+    sandboxed = _sandbox_line(args.sandbox)
+    _import_parent_modules(args)
 
     bandwidth = None
-    if device.is_gpu:
-        bandwidth = store.bandwidth(device.name)
-        if bandwidth is None:
-            bandwidth = measure_copy_bandwidth()
-            store.save_bandwidth(device.name, bandwidth)
-        report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured once, cached in {args.db})")
+    if device.is_gpu:  # measured every run: a stored figure is only as trustworthy as the run that wrote it
+        bandwidth = measure_copy_bandwidth()
+        store.save_bandwidth(device.name, bandwidth)
+        report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
     graph = args.graph and device.is_gpu
     ctx = RunContext(problem, device, small, Path(args.logs), bandwidth=bandwidth, graph=graph,
+                     sandbox=args.sandbox, private=private_paths(args), audit=not args.no_audit,
                      **({"secret": args.seed} if args.seed is not None else {}))
     pool = _pool_plan(args, device) if _parallel(args) else None
-    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if graph else "events")
+    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if graph else "events",
+                             sandboxed=sandboxed)
+    try:
+        results = _evaluate_all(args, ctx, store, run_id, problem, submissions, pool, early)
+    except BaseException as exc:
+        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+    store.finish_run(run_id, ctx.secret)
+    return _finish(args, ctx, results, run_id, sandboxed)
+
+
+def _sandbox_line(mode: str) -> bool:
+    """Say whether workers run in the OS sandbox (loudly when not); refuse under --sandbox require."""
+    from harness import report
+    from harness.launch import sandbox_problem
+
+    if mode == "off":
+        report.err_console.print("[bold red]WARNING: --sandbox off: submissions run as plain child processes and can "
+                                 "change files, the database and this process; results are marked unsandboxed[/]")
+        return False
+    why = sandbox_problem()
+    if why is None:
+        return True
+    if mode == "require":
+        raise UsageError(f"--sandbox require: {why}")
+    report.err_console.print(f"[bold red]WARNING: no OS sandbox: {why}. Submissions run unfenced and every result "
+                             "is marked unsandboxed (--sandbox require refuses instead)[/]")
+    return False
+
+
+def _import_parent_modules(args: argparse.Namespace) -> None:
+    """Everything this process will import, imported before any worker starts (unsandboxed, a worker
+    could otherwise plant or rewrite a module this process loads later)."""
+    import harness.audit  # noqa: F401
+    import harness.scan  # noqa: F401 (imports kernelguard)
+    if args.plot:
+        import harness.plots  # noqa: F401
+
+
+def _evaluate_all(args: argparse.Namespace, ctx: RunContext, store, run_id: int, problem, submissions: list[Path],
+                  pool, early) -> list[SubmissionResult]:
+    from harness import report
+    from harness.engine import evaluate
+
+    EVALUATIONS[0] = time.perf_counter()
 
     def record(result: SubmissionResult) -> None:
         store.add_submission(run_id, result)
-        _show(args, result, problem, len(submissions), bandwidth)
+        _show(args, result, problem, len(submissions), ctx.bandwidth)
 
-    evaluations = time.perf_counter()
     if pool is not None:
         results = _evaluate_parallel(args, ctx, submissions, record, *pool)
     else:
         results = []
-        n_cases = _case_count(problem, args.mode, small)
+        n_cases = _case_count(problem, args.mode, ctx.small)
         for i, path in enumerate(submissions):
             with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
                 # the first one adopts the worker started before torch was imported
                 result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
             results.append(result)
             record(result)
-    store.finish_run(run_id, ctx.secret)
+    return results
+
+
+def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], run_id: int,
+            sandboxed: bool) -> int:
+    """The run's summary: leaderboard table, exports, plots, where the results went, wall time."""
+    from harness import report
+    from harness.device import versions
+
+    problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
     if args.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth))
     meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
             "timing": "graph" if graph else "events",
-            "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, **versions()}
+            "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
+            **versions()}
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
     if args.plot and args.mode in ("benchmark", "leaderboard"):
         from harness.plots import PlotError, write_plots
@@ -225,8 +292,8 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
             report.error(str(exc))
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
     now = time.perf_counter()
-    report.err_console.print(f"wall {now - STARTED:.1f} s: startup {evaluations - STARTED:.1f} s (imports, device, "
-                             f"task, database), evaluations {now - evaluations:.1f} s", highlight=False)
+    report.err_console.print(f"wall {now - STARTED:.1f} s: startup {EVALUATIONS[0] - STARTED:.1f} s (imports, device, "
+                             f"task, database), evaluations {now - EVALUATIONS[0]:.1f} s", highlight=False)
     if not all(r.ok for r in results):
         report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
     return 0 if all(r.ok for r in results) else 1
@@ -287,7 +354,8 @@ def _evaluate_parallel(args: argparse.Namespace, ctx: RunContext, submissions: l
     settings = EvalSettings(task=str(ctx.problem.spec.path), mode=args.mode,
                             device=None if gpus else "cpu", small=ctx.small, log_dir=str(ctx.log_dir),
                             secret=ctx.secret, bandwidth=ctx.bandwidth, graph=ctx.graph,
-                            policy=ctx.problem.policy or None, max_seconds=ctx.problem.spec.timing.max_seconds)
+                            policy=ctx.problem.policy or None, max_seconds=ctx.problem.spec.timing.max_seconds,
+                            sandbox=ctx.sandbox, private=tuple(str(p) for p in ctx.private), audit=ctx.audit)
     done = lambda index, result: record(result)  # noqa: E731
     if args.backend == "ray":
         from harness.ray_backend import RayMissing, evaluate_ray
@@ -359,7 +427,8 @@ def _popcorn(args: argparse.Namespace) -> int:
     os.set_inheritable(fd, False)
     with os.fdopen(fd, "w", buffering=1) as out:
         ctx = RunContext(problem, device, small=False, log_dir=Path(args.logs), secret=seed,
-                         bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
+                         bandwidth=measure_copy_bandwidth() if device.is_gpu else None,
+                         sandbox="require", private=private_paths(args), audit=not args.no_audit)
         result = evaluate(submission, ctx, mode)
         passed = popcorn.write_result(out, mode, result)
     return popcorn.EXIT_OK if passed else popcorn.EXIT_CHECK_FAILED

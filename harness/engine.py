@@ -13,6 +13,7 @@ import hashlib
 import math
 import random
 import secrets
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -21,9 +22,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from harness.device import DeviceInfo, synchronize
-from harness.prestart import log_path
+from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
-from harness.sandbox import Sandbox, WorkerFailure
+from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
 from harness.scan import ScanResult, declared_variant, scan
 from harness.spec import Case
 from harness.timing import CallTiming, Stats, should_stop, summarize
@@ -43,6 +44,7 @@ class CaseResult:
     bytes: Optional[int] = None     # bytes the submission's variant must move at least (roofline)
     warnings: tuple[str, ...] = ()  # why the numbers may be unreliable
     profile: str = ""
+    audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/audit.py)
     args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
 
 
@@ -57,6 +59,8 @@ class SubmissionResult:
     scan: ScanResult = ScanResult("not scanned", ())
     variant: str = ""    # the input variant it reads (KV format), for the roofline
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
+    sandboxed: bool = False  # its worker ran inside the OS sandbox
+    audit: str = "not audited"  # what the profiler's audit of its timings found (harness/audit.py)
 
     @property
     def name(self) -> str:
@@ -125,6 +129,9 @@ class RunContext:
     secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(31))  # None: public seeds
     bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
     graph: bool = False                # time CUDA-graph replays of the call (--graph)
+    sandbox: str = "auto"              # the OS sandbox: auto | require | off (harness/launch.py)
+    private: tuple[Path, ...] = ()     # paths a worker must not see (the database, the logs)
+    audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
 
     def case_seed(self, case: Case) -> int:
         """The seed a case's inputs are drawn from: its public seed mixed with the run's secret
@@ -152,9 +159,9 @@ class RunContext:
 
 
 def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress,
-             started: Optional[tuple[Any, Any]] = None) -> SubmissionResult:
-    """Every case of `mode` for one submission. `started`: its worker's (process, pipe), if the
-    caller started it early with `prestart.start_worker`."""
+             started: Optional[WorkerProcess] = None) -> SubmissionResult:
+    """Every case of `mode` for one submission. `started`: its worker, if the caller started it
+    early with `launch.start_worker`."""
     problem, small = ctx.problem, ctx.small
     wall = time.perf_counter()
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -172,7 +179,10 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         plan += [(c, "profile") for c in benchmarks]
 
     timeouts = problem.spec.timeouts
-    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup, started)
+    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup, started,
+                      ctx.sandbox, ctx.private)
+    box.worker.owns_scratch = False  # kept for the audit's worker (compiled kernels); removed at the end
+    result.sandboxed = box.sandboxed
     # The worker imports torch and the submission meanwhile; the scan runs in the parent.
     result.scan = clock.timed("static scan", scan, path)
     first = _Inputs(ctx, plan[0][0], clock) if plan else None  # made while the worker starts
@@ -209,6 +219,11 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             result.cases.append(outcome)
             progress("case_end", result=outcome)
     result.ok = bool(result.cases) and all(c.ok for c in result.cases)
+    if mode == "leaderboard" and result.ok:
+        from harness.audit import audit_submission
+
+        clock.timed("audit", audit_submission, path, ctx, result, box.worker.scratch)
+    shutil.rmtree(box.worker.scratch, ignore_errors=True)
     result.phases["total"] = time.perf_counter() - wall
     return result
 
@@ -218,15 +233,15 @@ class _Inputs:
 
     def __init__(self, ctx: RunContext, case: Case, clock: PhaseClock):
         self.ctx, self.case, self.clock = ctx, case, clock
-        self.data = self._generate(ctx.case_seed(case))
-        self.pristine = _clone(self.data)
+        self.pristine = self._generate(ctx.case_seed(case))  # the parent's own copy; the worker sees `data`
         self._expect(self.pristine)
         self.floor_s = ctx.floor_s(self.pristine)
+        self.layout = ctx.problem.layout(self.pristine)
 
     def share(self, box: Sandbox) -> None:
-        """Hand the input buffers to the worker (it keeps them; refills happen in place)."""
+        """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
         self.box = box
-        self.clock.timed("inputs", box.send_inputs, self.data)
+        self.data = self.clock.timed("inputs", box.share_inputs, self.pristine, *self.layout)
 
     def _generate(self, seed: int) -> Any:
         return self.clock.timed("inputs", self.ctx.problem.generate, self.case.args, seed, self.ctx.device.torch_device)
@@ -242,14 +257,16 @@ class _Inputs:
         self.pristine = fresh
         self._expect(fresh)
 
-    def call(self, timed: bool, deadline: float) -> tuple[Verdict, CallTiming]:
+    def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
         output, timing = self.clock.timed("calls", self.box.call, timed=timed,
-                                          timeout=max(1.0, deadline - time.monotonic()))
+                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark)
         if timed:
             self.clock.add("timed device", timing.device_s)
         problem = self.ctx.problem
-        shape, dtype = problem.layout(self.pristine)
+        shape, dtype = self.layout
+        if isinstance(output, OutputLayout):
+            return Verdict(False, layout_problem(output, shape, dtype, self.ctx.device.torch_device)), timing
         verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
                                    self.data, lambda out: problem.check(out, self.expected))
         if verdict.ok:
@@ -259,8 +276,19 @@ class _Inputs:
         return verdict, timing
 
 
+def layout_problem(output: OutputLayout, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
+    """Why an output that did not fit the slot is wrong, in the words `judge` uses."""
+    if tuple(output.shape) != tuple(shape):
+        return f"output shape {tuple(output.shape)}, expected {tuple(shape)}"
+    if output.dtype != str(dtype).removeprefix("torch."):
+        return f"output dtype torch.{output.dtype}, expected {dtype}"
+    return f"output on {output.device}, expected on {device.type}"
+
+
 def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str]:
     """Why a call's timing cannot be trusted, or None."""
+    if not timing.device_s > 0 or not timing.host_s >= 0 or not timing.tail_s >= 0:
+        return f"impossible time reported by the worker: {timing.device_s!r} s"
     if timing.replaced:
         return f"timer function {timing.replaced[0]} was replaced by the submission"
     if timing.tail_s > max(TAIL_GROSS_S, timing.device_s):

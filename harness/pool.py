@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import traceback
 from collections import deque
 from multiprocessing import connection
@@ -25,7 +26,34 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch.multiprocessing as tmp
 
-from harness.prestart import how_it_ended, stop
+
+
+def stop(proc: Any, conn: Any, goodbye: Any, grace: float) -> None:
+    """Ask a child to exit (`goodbye` on its pipe), give it `grace` seconds, then kill it."""
+    if proc.is_alive():
+        try:
+            conn.send(goodbye)
+        except (OSError, ValueError):
+            pass
+        proc.join(timeout=grace)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)
+    conn.close()
+
+
+def how_it_ended(proc: Any) -> tuple[str, Optional[str]]:
+    """(what happened to a child that is gone, its signal's name or None): "killed by SIGKILL",
+    "exited with code 1", ..."""
+    proc.join(timeout=5)
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}", name
+    return f"exited with code {code}", None
 
 
 class PoolError(RuntimeError):
@@ -46,6 +74,9 @@ class EvalSettings:
     graph: bool = False
     policy: Optional[str] = None
     max_seconds: Optional[float] = None
+    sandbox: str = "auto"
+    private: tuple[str, ...] = ()
+    audit: bool = True
 
     def context(self):
         from harness.device import detect
@@ -55,7 +86,8 @@ class EvalSettings:
         problem = configured(load_problem(self.task), self.policy, self.max_seconds)
         device = detect(self.device)
         return RunContext(problem, device, self.small, Path(self.log_dir), secret=self.secret,
-                          bandwidth=self.bandwidth, graph=self.graph and device.is_gpu)
+                          bandwidth=self.bandwidth, graph=self.graph and device.is_gpu, sandbox=self.sandbox,
+                          private=tuple(Path(p) for p in self.private), audit=self.audit)
 
 
 def slot_envs(gpus: int, workers: int, vendor: str) -> list[dict[str, str]]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from harness.pool import EvalSettings, failed
-from harness.prestart import log_path
-from harness.worker import one_line
+from harness.channel import one_line
+from harness.launch import log_path
 
 HARNESS_DIR = Path(__file__).resolve().parent
 

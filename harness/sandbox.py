@@ -1,28 +1,25 @@
-"""The trusted parent's handle on one untrusted worker process.
+"""The trusted parent's handle on one untrusted worker process (started by harness/launch.py).
 
-Spawns `harness.worker.main` in a fresh interpreter, sends it inputs, asks for calls with a
-deadline, and reads its answers through a restricted unpickler: a message from the worker can
-rebuild plain tensors (shared memory or CUDA IPC) and builtin values, nothing else. So a tensor
-subclass, or any object whose unpickling would run code from the submission, cannot reach the
-parent.
+The parent owes the worker nothing: every receive has a deadline and a size limit, replies are
+plain JSON checked field by field, and outputs land in a slot the parent allocated with exactly
+the expected size (harness/shared_memory.py), so nothing the worker says can make the parent
+allocate, unpickle or wait beyond what it chose.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
+import math
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
-import torch.multiprocessing  # noqa: F401 (registers the reductions that send tensors through pipes)
 
+from harness import shared_memory
+from harness.channel import ChannelClosed, ChannelError, ChannelTimeout
 from harness.device import DeviceInfo
-from harness.prestart import how_it_ended, start_worker, stop
+from harness.launch import WorkerProcess, start_worker
 from harness.timing import CallTiming
-
-MAX_MESSAGE_BYTES = 1 << 26  # messages carry tensor handles, not tensor data
 
 
 class WorkerFailure(Exception):
@@ -35,39 +32,23 @@ class WorkerFailure(Exception):
         self.fatal = kind in ("crashed", "timeout", "startup", "protocol")
 
 
-_REBUILDERS = ("rebuild_tensor", "rebuild_cuda_tensor", "rebuild_typed_storage", "rebuild_typed_storage_child",
-               "rebuild_storage_fd", "rebuild_storage_filename", "rebuild_storage_empty")
-_ALLOWED = {("torch.multiprocessing.reductions", n) for n in _REBUILDERS} | {
-    ("torch", "Tensor"), ("torch", "Size"), ("torch", "device"),
-    ("torch.storage", "UntypedStorage"), ("torch.storage", "TypedStorage"),
-    ("multiprocessing.resource_sharer", "DupFd"), ("collections", "OrderedDict"),
-}
-
-
-class UnsafeMessage(Exception):
-    pass
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED or (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
-            return super().find_class(module, name)
-        raise UnsafeMessage(f"{module}.{name}")
-
-
-def safe_loads(payload: bytes) -> Any:
-    return _RestrictedUnpickler(io.BytesIO(payload)).load()
-
-
 class Sandbox:
     """One worker process for one submission. Use as a context manager."""
 
     def __init__(self, submission: Path, device: DeviceInfo, log_path: Path, startup_timeout: float,
-                 started: Optional[tuple[Any, Any]] = None):
-        """Start the worker, or adopt one `prestart.start_worker` started earlier (`started`)."""
-        self.submission, self.log_path = submission, log_path
-        self._proc, self._conn = started or start_worker(submission, device.type, log_path, device.l2_bytes)
+                 started: Optional[WorkerProcess] = None, sandbox: str = "auto", private: Sequence[Path] = (),
+                 wrapper: Sequence[str] = (), share_net: bool = False, scratch: Optional[Path] = None):
+        """Start the worker, or adopt one `launch.start_worker` started earlier (`started`)."""
+        self.submission, self.log_path, self.device = submission, log_path, device
+        self.worker = started or start_worker(submission, device.type, log_path, device.l2_bytes, sandbox,
+                                              private, wrapper, share_net, scratch)
         self._startup_timeout, self._ready = startup_timeout, False
+        self._slot: Optional[torch.Tensor] = None
+        self._buffers: list[shared_memory.Buffer] = []
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.worker.sandboxed
 
     def wait_ready(self) -> None:
         """Wait for the worker to import the submission (starting it does not wait, so the parent
@@ -75,10 +56,10 @@ class Sandbox:
         if self._ready:
             return
         reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
-        if reply[0] == "fatal":
+        if reply.get("op") == "fatal":
             self.close()
-            raise WorkerFailure(str(reply[1]), str(reply[2]))
-        if reply[0] != "ready":
+            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        if reply.get("op") != "ready":
             self._protocol_error(reply)
         self._ready = True
 
@@ -88,91 +69,125 @@ class Sandbox:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def send_inputs(self, data: Any) -> None:
-        self._send(("inputs", data))
+    def share_inputs(self, data: Any, output_shape: tuple[int, ...], output_dtype: torch.dtype) -> Any:
+        """Copy `data` into memory shared with the worker, with an output slot of the expected
+        layout; return the shared copy of `data` (the parent refills it in place later)."""
+        tensors: list[torch.Tensor] = []
+        tree = shared_memory.describe(data, tensors)
+        pairs = [shared_memory.share(t) for t in tensors]
+        slot_spec = shared_memory.spec_of(torch.empty(output_shape, dtype=output_dtype, device="meta"))
+        slot_buffer = shared_memory.Buffer(shared_memory.nbytes_of(slot_spec), "cpu" if self.device.type == "cpu" else "cuda")
+        self._buffers = [b for b, _ in pairs] + [slot_buffer]
+        self._slot = shared_memory.view(slot_buffer, slot_spec)
+        specs = [{"nbytes": b.nbytes, "device": b.device} for b in self._buffers]
+        self._send({"op": "inputs", "tree": tree, "buffers": specs, "output": slot_spec},
+                   fds=[b.fd for b in self._buffers])
+        for b in self._buffers:
+            b.close_fd()
+        return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
-    def call(self, timed: bool, timeout: float) -> tuple[torch.Tensor, CallTiming]:
-        """One call of custom_kernel on the inputs last sent. Returns a private copy of the output
-        and the worker's raw timing of the call."""
-        self._send(("call", timed))
+    def call(self, timed: bool, timeout: float, mark: Optional[str] = None) -> tuple[Any, CallTiming]:
+        """One call of custom_kernel on the inputs last shared. Returns the parent's own copy of the
+        output (or, when the output did not fit the slot, a description of what was returned) and
+        the worker's raw timing of the call."""
+        self._slot.fill_(0)  # a stale slot must not pass for this call's answer
+        if self.device.is_gpu:
+            torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
+        start = time.perf_counter()
+        self._send({"op": "call", "timed": bool(timed), "mark": mark})
         reply = self._receive(timeout, "a call of custom_kernel")
-        if reply[0] == "error":
-            raise WorkerFailure(str(reply[1]), str(reply[2]))
-        if reply[0] != "output" or len(reply) != 6:
+        round_trip = time.perf_counter() - start
+        if reply.get("op") == "error":
+            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        if reply.get("op") != "output":
             self._protocol_error(reply)
-        _, out, device_s, host_s, tail_s, replaced = reply
-        if type(out) is not torch.Tensor:
-            raise WorkerFailure("bad output", f"custom_kernel returned {type(out).__name__}, expected a torch.Tensor")
-        copy = out.clone()  # our own memory: the worker may reuse or free its buffer after this
-        del out
         try:
-            timing = CallTiming(float(device_s), float(host_s), float(tail_s), tuple(str(r) for r in replaced))
-        except (TypeError, ValueError):
+            timing = CallTiming(_number(reply["device_s"]), _number(reply["host_s"]), _number(reply["tail_s"]),
+                                tuple(_text(r, 80) for r in list(reply["replaced"])[:10]))
+            layout = reply["layout"]
+            described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
+                                     _text(layout["device"], 20))
+        except (KeyError, TypeError, ValueError):
             self._protocol_error(reply)
-        return copy, timing
+        if not self.device.is_gpu:  # no profiler to audit a CPU worker's clock: the parent's own is used
+            timing = CallTiming(round_trip, round_trip, 0.0, timing.replaced)
+        if reply.get("copied") is not True:
+            return described, timing
+        return self._slot.clone(), timing
 
     def capture(self, timeout: float) -> tuple[bool, str]:
         """Ask the worker to capture the call in a CUDA graph and replay it from now on (until the
         next inputs). Returns (captured, why not)."""
-        self._send(("capture",))
+        self._send({"op": "capture"})
         reply = self._receive(timeout, "capturing the call in a CUDA graph")
-        if reply[0] == "error":
-            raise WorkerFailure(str(reply[1]), str(reply[2]))
-        if reply[0] != "captured" or len(reply) != 3:
+        if reply.get("op") == "error":
+            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        if reply.get("op") != "captured":
             self._protocol_error(reply)
-        return bool(reply[1]), str(reply[2])
+        return reply.get("ok") is True, _text(reply.get("message"))
 
     def profile(self, row_limit: int, timeout: float) -> str:
-        self._send(("profile", row_limit))
+        self._send({"op": "profile", "rows": row_limit})
         reply = self._receive(timeout, "a profiled call")
-        if reply[0] == "error":
-            raise WorkerFailure(str(reply[1]), str(reply[2]))
-        return str(reply[1])
+        if reply.get("op") == "error":
+            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        return _text(reply.get("table"), 200_000)
 
     def close(self) -> None:
-        stop(self._proc, self._conn, ("exit",), grace=5)
+        self.worker.close()
+        self._slot, self._buffers = None, []
 
     # -- plumbing
-    def _send(self, msg: Any) -> None:
+    def _send(self, msg: Any, fds: Sequence[int] = ()) -> None:
         self.wait_ready()
         try:
-            self._conn.send(msg)
-        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self.worker.channel.send(msg, fds)
+        except OSError:
             raise self._death("while receiving inputs") from None
 
-    def _receive(self, timeout: float, what: str) -> tuple:
-        deadline = time.monotonic() + timeout
-        while not self._conn.poll(min(1.0, max(0.0, deadline - time.monotonic()))):
-            if not self._proc.is_alive():
-                raise self._death(f"during {what}")
-            if time.monotonic() >= deadline:
-                self._proc.kill()
-                self._proc.join(timeout=5)
-                raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s during {what}")
+    def _receive(self, timeout: float, what: str) -> dict:
         try:
-            payload = self._conn.recv_bytes(maxlength=MAX_MESSAGE_BYTES)
-        except EOFError:
+            reply, _ = self.worker.channel.recv(deadline=time.monotonic() + timeout)
+        except ChannelTimeout:
+            self.worker.kill()
+            raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s during {what}") from None
+        except (ChannelClosed, ConnectionError):
             raise self._death(f"during {what}") from None
-        except OSError:  # a length header that makes no sense: someone else wrote into our pipe
-            self._proc.kill()
-            self._proc.join(timeout=5)
-            raise WorkerFailure("protocol", f"malformed message from the worker during {what} (did the "
-                                "submission write to a file descriptor it does not own?)") from None
-        try:
-            reply = safe_loads(payload)
-        except UnsafeMessage as exc:
-            raise WorkerFailure("bad output", f"output is not a plain torch.Tensor (it references {exc})") from None
-        except Exception as exc:
-            raise WorkerFailure("protocol", f"unreadable message from the worker: {type(exc).__name__}: {exc}") from None
-        if not isinstance(reply, tuple) or not reply:
+        except (ChannelError, OSError) as exc:
+            self.worker.kill()
+            raise WorkerFailure("protocol", f"malformed message from the worker during {what} ({exc}; did the "
+                                "submission write to a descriptor it does not own?)") from None
+        if not isinstance(reply, dict):
             self._protocol_error(reply)
         return reply
 
     def _death(self, when: str) -> WorkerFailure:
-        what, sig = how_it_ended(self._proc)
+        self.worker.kill()
+        what, sig = self.worker.how_it_ended()
         hint = " (likely out of host memory)" if sig == "SIGKILL" else ""
         return WorkerFailure("crashed", f"worker process {what}{hint} {when}")
 
     def _protocol_error(self, reply: Any):
         self.close()
         raise WorkerFailure("protocol", f"unexpected message from the worker: {str(reply)[:100]}")
+
+
+class OutputLayout(tuple):
+    """What the worker said it returned, when it did not fit the output slot."""
+
+    def __new__(cls, shape: tuple[int, ...], dtype: str, device: str):
+        return super().__new__(cls, (shape, dtype, device))
+
+    shape = property(lambda self: self[0])
+    dtype = property(lambda self: self[1])
+    device = property(lambda self: self[2])
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(value)
+    return float(value)
+
+
+def _text(value: Any, limit: int = 400) -> str:
+    return " ".join(str(value).split())[:limit]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -21,7 +22,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     started TEXT NOT NULL,
     finished TEXT,
-    status TEXT NOT NULL,            -- running | complete
+    status TEXT NOT NULL,            -- running | complete | interrupted | failed | died
     mode TEXT NOT NULL,
     task TEXT NOT NULL,
     git_commit TEXT,
@@ -76,6 +77,11 @@ ADDED_COLUMNS = [
     ("runs", "secret", "INTEGER"),
     ("runs", "timing", "TEXT NOT NULL DEFAULT 'events'"),
     ("submissions", "phases", "TEXT NOT NULL DEFAULT '{}'"),
+    ("runs", "sandboxed", "INTEGER"),  # 1: every worker ran inside the OS sandbox
+    ("runs", "pid", "INTEGER"),  # the process writing a running run (a dead one is marked)
+    ("submissions", "sandboxed", "INTEGER"),
+    ("submissions", "audit", "TEXT NOT NULL DEFAULT ''"),  # the profiler's audit of its timings
+    ("cases", "audit_us", "REAL"),  # the profiler's GPU time per call
 ]
 
 
@@ -95,40 +101,57 @@ class Store:
                 if column not in have:
                     self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
             self.db.commit()
+            self._mark_dead_runs()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the results database ({exc})") from None
 
     def close(self) -> None:
         self.db.close()
 
-    def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str], timing: str = "events") -> int:
+    def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str], timing: str = "events",
+                  sandboxed: bool = False) -> int:
         with self.db:
             cur = self.db.execute(
-                "INSERT INTO runs (started, status, mode, task, git_commit, device, vendor, arch, versions, timing)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (started, status, mode, task, git_commit, device, vendor, arch, versions, timing,"
+                " sandboxed, pid) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (_now(), mode, task, git_commit(), device.name, device.vendor, device.arch, json.dumps(versions),
-                 timing))
+                 timing, int(sandboxed), os.getpid()))
         return int(cur.lastrowid)
+
+    def end_run(self, run_id: int, status: str) -> None:
+        """Mark a run that did not complete: interrupted (Ctrl-C) or failed (an error stopped it)."""
+        with self.db:
+            self.db.execute("UPDATE runs SET status = ?, finished = ? WHERE id = ? AND status = 'running'",
+                            (status, _now(), run_id))
+
+    def _mark_dead_runs(self) -> None:
+        """Runs left 'running' by a process of this machine that no longer exists: 'died'."""
+        rows = self.db.execute("SELECT id, pid FROM runs WHERE status = 'running' AND pid IS NOT NULL").fetchall()
+        dead = [run_id for run_id, pid in rows if not _alive(pid)]
+        with self.db:
+            self.db.executemany("UPDATE runs SET status = 'died' WHERE id = ?", [(d,) for d in dead])
 
     def add_submission(self, run_id: int, result: SubmissionResult) -> None:
         with self.db:  # one transaction: the submission and all its cases, or nothing
             cur = self.db.execute(
-                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags, phases)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags, phases,"
+                " sandboxed, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, result.name, result.path, result.sha256, int(result.ok), result.error, result.geomean_us(),
                  result.scan.classification, json.dumps(list(result.scan.flags)),
-                 json.dumps({k: round(v, 4) for k, v in result.phases.items()})))
+                 json.dumps({k: round(v, 4) for k, v in result.phases.items()}), int(result.sandboxed),
+                 result.audit))
             sid = cur.lastrowid
             for c in result.cases:
                 d, h = c.device, c.host
                 self.db.execute(
                     "INSERT INTO cases (submission_id, kind, idx, name, ok, reason, runs, median_us, mean_us, std_us,"
-                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel, audit_us)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
                      h.median * 1e6 if h else None, c.tail.median * 1e6 if c.tail else None, c.bytes,
-                     "; ".join(c.warnings), d.ci_rel if d else None))
+                     "; ".join(c.warnings), d.ci_rel if d else None,
+                     c.audit_s * 1e6 if c.audit_s is not None else None))
 
     def bandwidth(self, device: str) -> Optional[float]:
         row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()
@@ -190,6 +213,16 @@ def git_commit() -> str:
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, ValueError):
+        return True
+    return True
 
 
 def _now() -> str:

@@ -1,7 +1,7 @@
-"""Timing one call, and turning many timings into statistics.
+"""The parent's side of timing: what a worker reported, and the statistics over many calls.
 
-`time_call` runs in the worker (it has to: the call happens there) and returns raw numbers;
-`summarize` and `should_stop` run in the trusted parent, which owns the final statistics.
+The timer itself runs in the worker (harness/worker/timer.py: the call happens there); the parent
+owns the statistics and the stopping rule.
 """
 
 from __future__ import annotations
@@ -9,129 +9,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-import time
-from typing import Any, Callable
-
-import torch
 
 
 @dataclasses.dataclass(frozen=True)
 class CallTiming:
+    """What the worker reported for one call (untrusted: harness/integrity.py checks it)."""
+
     device_s: float     # events on the caller's stream around the call (CPU: wall time)
     host_s: float       # CPU wall time from call to return
     tail_s: float       # how long a device-wide synchronize took after the end event: work left on other streams
     replaced: tuple[str, ...]  # timer functions found replaced after the call
-
-
-class CallTimer:
-    """Times one call at a time, in the worker.
-
-    Created before the submission is imported, so it holds the original timer functions and can
-    tell afterwards whether the submission replaced any of them. On a GPU, before each timed call
-    it evicts L2 and keeps the GPU busy while the call's launches are queued:
-
-    * busy writes into a buffer of twice the L2 size, for about as long as the previous call's
-      host time (real memory work: a spin kernel lets clocks drop, ../shared/MEASURED.md), so every
-      launch of the call is queued before the GPU reaches the start event and the events measure
-      device work, not Python launch overhead;
-    * then one read of the whole buffer, so L2 ends up holding clean lines: the call's first
-      reads do not pay for writing back the flush's dirty lines (`flush="write"` skips this step;
-      tools/timing_experiments.py compares the two).
-
-    Host time (CPU wall from call to return) is reported beside the device time.
-    """
-
-    MAX_BUSY_WRITES = 64  # cap the busy work at ~64 flushes (~2.5 ms on an H200)
-
-    def __init__(self, device_type: str, l2_bytes: int, flush: str = "write+read"):
-        self.gpu = device_type == "cuda"
-        self.flush = flush
-        self._perf = time.perf_counter
-        self._originals = {"time.perf_counter": (time, "perf_counter", time.perf_counter)}
-        self._host_estimate = 0.0
-        if not self.gpu:
-            return
-        cuda, event = torch.cuda, torch.cuda.Event
-        self._event, self._sync = event, cuda.synchronize
-        self._record, self._elapsed, self._event_sync = event.record, event.elapsed_time, event.synchronize
-        for owner, name, label in ((cuda, "synchronize", "torch.cuda.synchronize"), (cuda, "Event", "torch.cuda.Event"),
-                                   (event, "record", "torch.cuda.Event.record"),
-                                   (event, "elapsed_time", "torch.cuda.Event.elapsed_time"),
-                                   (event, "synchronize", "torch.cuda.Event.synchronize")):
-            self._originals[label] = (owner, name, getattr(owner, name))
-        size = max(2 * l2_bytes, 1 << 20) // 4 * 4
-        self.buffer = torch.zeros(size, dtype=torch.uint8, device="cuda")
-        self._words = self.buffer.view(torch.float32)  # zeros: the read pass sums them
-        self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
-        self.flush_s = self._measure(self.buffer.zero_)
-
-    def _read_pass(self) -> None:
-        torch.sum(self._words, 0, out=self._sink)
-
-    def _measure(self, op: Callable[[], Any]) -> float:
-        begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
-        for _ in range(3):
-            op()
-        self._record(begin)
-        for _ in range(10):
-            op()
-        self._record(end)
-        self._event_sync(end)
-        return self._elapsed(begin, end) / 1e3 / 10
-
-    def replaced(self) -> tuple[str, ...]:
-        return tuple(label for label, (owner, name, fn) in self._originals.items() if getattr(owner, name) is not fn)
-
-    def prepare(self) -> None:
-        """Evict L2 and queue enough busy work to hide the coming call's launches."""
-        self._sync()
-        writes = min(self.MAX_BUSY_WRITES, 1 + math.ceil(1.2 * self._host_estimate / self.flush_s))
-        for _ in range(writes):  # the first evicts L2; the rest keep the GPU busy while we launch
-            self.buffer.zero_()
-        if self.flush == "write+read":
-            self._read_pass()
-
-    def __call__(self, fn: Callable[[Any], Any], data: Any, timed: bool) -> tuple[Any, CallTiming]:
-        if not self.gpu:
-            start = self._perf()
-            out = fn(data)
-            host = self._perf() - start
-            return out, CallTiming(host, host, 0.0, self.replaced())
-        if timed:
-            self.prepare()
-        begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
-        self._record(begin)
-        start = self._perf()
-        out = fn(data)
-        host = self._perf() - start
-        self._record(end)
-        self._event_sync(end)
-        tail_start = self._perf()
-        self._sync()  # returns at once unless work is still running elsewhere on the device
-        tail = self._perf() - tail_start
-        self._host_estimate = host if self._host_estimate == 0 else 0.5 * (self._host_estimate + host)
-        return out, CallTiming(self._elapsed(begin, end) / 1e3, host, tail, self.replaced())
-
-
-def capture_graph(fn: Callable[[Any], Any], data: Any) -> Callable[[Any], Any]:
-    """Capture one call of `fn` on `data` in a CUDA (or HIP) graph; return a function that replays
-    it and returns the captured output. The graph reads `data`'s buffers, so it stays valid while
-    they are refilled in place. Raises whatever capture raises when the call is not capturable."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # one call on a side stream first, as capture requires
-        fn(data)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(data)
-
-    def replay(_: Any) -> Any:
-        graph.replay()
-        return out
-
-    return replay
 
 
 @dataclasses.dataclass(frozen=True)

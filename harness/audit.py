@@ -1,0 +1,179 @@
+"""Timings audited from outside the submission's process: the vendor profiler's kernel times.
+
+The worker measures its own calls, and a submission can patch anything in its process (the timer,
+the channel, the copy of its output), so in leaderboard mode on a GPU the parent checks the timed
+medians against a witness the submission does not control: after timing, a second sandboxed worker
+runs under Nsight Compute (`ncu`, which profiles every kernel the process launches, on every
+stream), makes a warm-up call and AUDIT_CALLS calls per benchmark case on fresh inputs (every
+output checked), and the profiler's GPU time per call is compared with the timed median. A median
+more than TOLERANCE below it rejects the submission with both numbers.
+
+Kernels are attributed to calls by an NVTX range the worker pushes around each call; kernels
+launched outside any range after the first audited call (work started between calls, or left
+running after one) count for the case whose range came last, so neither hides them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from harness.engine import RunContext, SubmissionResult
+
+AUDIT_CALLS = 3
+TOLERANCE = 0.15          # a timed median may be this much below the profiler's time per call
+MARK = "mla-eval-call"    # NVTX range names: MARK/warmup, MARK/<case index>
+
+
+def find_ncu() -> Optional[str]:
+    for candidate in (shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def ncu_command(exe: str, report: Path) -> list[str]:
+    return [exe, "--target-processes", "all", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
+            "--cache-control", "all", "--nvtx", "--print-nvtx-rename", "none", "--csv", "--page", "raw",
+            "--print-units", "base", "--log-file", str(report)]
+
+
+def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
+    """(kernel name, its NVTX range stack, duration in seconds) for every kernel of an
+    `ncu --csv --page raw --nvtx` log, in launch order."""
+    lines = [line for line in report_text.splitlines() if line.startswith('"')]
+    if not lines:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header, body = rows[0], rows[1:]
+    col = {name: i for i, name in enumerate(header)}
+    time_col = col.get("gpu__time_duration.sum")
+    name_col = col.get("Kernel Name")
+    nvtx_cols = [i for name, i in col.items() if "nvtx" in name.lower() or "push_pop" in name.lower()]
+    out = []
+    for row in body:
+        if time_col is None or len(row) <= time_col:
+            continue
+        try:
+            duration = float(row[time_col].replace(",", ""))
+        except ValueError:  # the units row
+            continue
+        unit_scale = 1e-9  # --print-units base: nanoseconds
+        stack = " ".join(row[i] for i in nvtx_cols if i < len(row))
+        out.append((row[name_col] if name_col is not None else "?", stack, duration * unit_scale))
+    return out
+
+
+def per_case(kernels: list[tuple[str, str, float]]) -> dict[int, float]:
+    """Total kernel seconds per audited case index: inside MARK/<index> ranges, plus kernels outside
+    any range after the first audited one (they count for the case whose range came last)."""
+    totals: dict[int, float] = {}
+    current: Optional[int] = None
+    for _, stack, seconds in kernels:
+        if f"{MARK}/warmup" in stack:
+            continue
+        index = _case_in(stack)
+        if index is not None:
+            current = index
+        if current is not None:
+            totals[current] = totals.get(current, 0.0) + seconds
+    return totals
+
+
+def _case_in(stack: str) -> Optional[int]:
+    at = stack.find(MARK + "/")
+    if at < 0:
+        return None
+    digits = ""
+    for ch in stack[at + len(MARK) + 1:]:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return int(digits) if digits else None
+
+
+def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", scratch: Path) -> None:
+    """Audit `result`'s timed benchmark cases; mark failing cases and set `result.audit`."""
+    from harness.engine import PhaseClock, _Inputs, _result
+    from harness.launch import log_path
+    from harness.sandbox import Sandbox, WorkerFailure
+
+    timed = [c for c in result.cases if c.kind == "benchmark" and c.ok and c.device is not None]
+    if not timed:
+        return
+    if not ctx.audit:
+        result.audit = "not audited (--no-audit)"
+        return
+    if not ctx.device.is_gpu:
+        result.audit = "not audited (CPU: times are the parent's own clock)"
+        return
+    if ctx.device.vendor != "nvidia":
+        result.audit = f"not audited (no profiler audit for {ctx.device.vendor} GPUs yet)"
+        return
+    exe = find_ncu()
+    if exe is None:
+        result.audit = "not audited (Nsight Compute, ncu, not found)"
+        return
+    report = scratch / "audit-ncu.csv"
+    cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
+    clock = PhaseClock({})
+    timeouts = ctx.problem.spec.timeouts
+    failure = None
+    box = Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"), timeouts.startup,
+                  sandbox=ctx.sandbox, private=ctx.private, wrapper=ncu_command(exe, report), share_net=True,
+                  scratch=scratch)
+    try:
+        box.wait_ready()
+        for c in timed:
+            inputs = _Inputs(ctx, cases[c.index], clock)
+            inputs.share(box)
+            seeds = ctx.timed_seeds(cases[c.index])
+            for call in range(1 + AUDIT_CALLS):
+                if call:
+                    inputs.refill(seeds() ^ 0x5A5A5A5A)
+                deadline = time.monotonic() + timeouts.benchmark_case
+                verdict, _ = inputs.call(False, deadline, mark=f"{MARK}/{'warmup' if call == 0 else c.index}")
+                if not verdict.ok:
+                    failure = f"audit call on {c.name}: {verdict.reason}"
+                    break
+            if failure:
+                break
+    except WorkerFailure as exc:
+        failure = f"audit run: {exc.kind}: {exc}"
+    finally:
+        box.worker.close(grace=120)  # the profiler writes its report after the worker exits
+    if failure is None:
+        try:
+            totals = per_case(kernel_times(report.read_text(errors="replace")))
+        except OSError as exc:
+            totals, failure = {}, f"audit failed: no profiler report ({exc.strerror})"
+    if failure:
+        result.audit = failure
+        result.ok = False
+        result.error = result.error or failure
+        return
+    worst = 0.0
+    for i, c in enumerate(result.cases):
+        if c not in timed:
+            continue
+        audit_s = totals.get(c.index, 0.0) / AUDIT_CALLS
+        c.audit_s = audit_s
+        if audit_s > 0:
+            worst = max(worst, 1 - c.device.median / audit_s)
+        if audit_s > 0 and c.device.median < audit_s * (1 - TOLERANCE):
+            result.cases[i] = _result(cases[c.index], False,
+                                      f"timed median {c.device.median * 1e6:.1f} µs is below the profiler's "
+                                      f"{audit_s * 1e6:.1f} µs of GPU work per call (audit, tolerance "
+                                      f"{TOLERANCE:.0%})", device=c.device, host=c.host, tail=c.tail,
+                                      bytes=c.bytes, audit_s=audit_s)
+            result.ok = False
+    missing = [c.name for c in timed if not totals.get(c.index)]
+    result.audit = (f"audited by ncu: {AUDIT_CALLS} calls per case, timed medians at most {worst:.0%} below"
+                    if not missing else f"audited by ncu; no kernels seen for {', '.join(missing)}")

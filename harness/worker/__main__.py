@@ -1,0 +1,5 @@
+import sys
+
+from harness.worker.loop import entry
+
+entry(sys.argv[1:])

@@ -1,0 +1,202 @@
+"""The worker: imports one submission and runs calls on command, inside the sandbox.
+
+Nothing here is trusted for a verdict. The parent maps the case's inputs and one output slot into
+this process (harness/shared_memory.py), asks for calls, and judges what lands in the slot;
+expected outputs, seeds and the check never enter this process. Replies are small JSON messages
+(harness/channel.py). stdout and stderr are the submission's log file, opened by the parent.
+
+Protocol (parent -> worker, worker -> parent):
+  worker: {"op": "ready"} | {"op": "fatal", kind, message}       after importing the submission
+  parent: {"op": "inputs", tree, output} + one descriptor per tensor, then the output slot's
+  parent: {"op": "call", timed, mark}  call custom_kernel once, copy its output into the slot
+                                        -> {"op": "output", copied, layout, device_s, host_s, tail_s, replaced}
+  parent: {"op": "capture"}            capture one call in a CUDA graph; later calls replay it, until
+                                       the next inputs -> {"op": "captured", ok, message}
+  parent: {"op": "profile", rows}      one call under torch.profiler -> {"op": "profile", table}
+  parent: {"op": "exit"}
+  any failing call -> {"op": "error", kind, message}
+`mark` (audit runs): an NVTX range pushed around the call and the copy, so the profiler can tell
+the calls apart.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from harness.channel import WORKER_LIMIT, Channel, ChannelClosed, one_line
+
+
+def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> None:
+    import torch  # does not import triton
+
+    if device_type == "auto":  # started before the parent looked: the same choice as an unset --device
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+
+    from harness import compat
+    from harness.shared_memory import Buffer, rebuild, view
+    from harness.worker.timer import CallTimer, capture_graph
+
+    compat.install()
+    if device_type == "cuda" and not l2_bytes:
+        l2_bytes = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 256 * 2**20
+    timer = CallTimer(device_type, l2_bytes)  # before the import: it keeps the original timer functions
+    try:
+        kernel = _load(submission)
+    except _LoadError as exc:
+        channel.send({"op": "fatal", "kind": exc.kind, "message": str(exc)})
+        return
+    channel.send({"op": "ready"})
+
+    data = slot = None
+    call = kernel  # or a CUDA-graph replay of it, after "capture"
+    while True:
+        try:
+            msg, fds = channel.recv(want_fds=True)
+        except (ChannelClosed, OSError):
+            return
+        op = msg.get("op")
+        if op == "exit":
+            return
+        try:
+            if op == "inputs":
+                buffers = [Buffer(spec["nbytes"], spec["device"], fd) for spec, fd in zip(msg["buffers"], fds)]
+                for b in buffers:
+                    b.close_fd()
+                data, slot, call = rebuild(msg["tree"], buffers), view(buffers[-1], msg["output"]), kernel
+            elif op == "capture":
+                try:
+                    call = capture_graph(kernel, data)
+                    channel.send({"op": "captured", "ok": True, "message": ""})
+                except Exception as exc:  # not capturable: plain calls go on
+                    traceback.print_exc()
+                    call = kernel
+                    if timer.gpu:
+                        torch.cuda.synchronize()
+                    channel.send({"op": "captured", "ok": False, "message": one_line(exc)})
+            elif op == "call":
+                channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
+            elif op == "profile":
+                channel.send({"op": "profile", "table": _profile(kernel, data, int(msg.get("rows", 12)))})
+        except BaseException as exc:  # the submission's fault (SystemExit included): report it, keep serving
+            traceback.print_exc()
+            oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
+            channel.send({"op": "error", "kind": "out of memory" if oom else "exception", "message": one_line(exc)})
+
+
+def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any) -> dict[str, Any]:
+    import torch
+
+    if mark:
+        torch.cuda.nvtx.range_push(str(mark))
+    try:
+        out, timing = timer(call, data, timed=timed)
+        problem = _hygiene(out, data)
+        if problem:
+            return {"op": "error", "kind": "bad output", "message": problem}
+        layout = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch."), "device": out.device.type}
+        copied = tuple(out.shape) == tuple(slot.shape) and out.dtype == slot.dtype and out.device.type == slot.device.type
+        if copied:
+            slot.copy_(out)
+            if slot.device.type != "cpu":
+                torch.cuda.synchronize()
+    finally:
+        if mark:
+            torch.cuda.nvtx.range_pop()
+    return {"op": "output", "copied": copied, "layout": layout, **timing}
+
+
+class _LoadError(Exception):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _load(path: str):
+    """Import the submission file and return its custom_kernel, or raise _LoadError."""
+    source = Path(path)
+    spec = importlib.util.spec_from_file_location("submission", source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = module
+    sys.path.insert(0, str(source.parent))
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise _LoadError("syntax error", f"syntax error at line {exc.lineno}: {exc.msg}") from None
+    except ImportError as exc:
+        name = getattr(exc, "name", None)
+        hint = ""
+        if name and name.split(".")[0] in ("aiter", "hip", "triton_kernels"):
+            hint = f" ({name.split('.')[0]} is an AMD ROCm package; this machine does not have it)"
+        traceback.print_exc()
+        raise _LoadError("import error", f"{one_line(exc)}{hint}") from None
+    except BaseException as exc:  # anything at import time, SystemExit included
+        traceback.print_exc()
+        raise _LoadError("import error", f"failed while importing: {one_line(exc)}") from None
+    kernel = getattr(module, "custom_kernel", None)
+    if kernel is None:
+        raise _LoadError("no custom_kernel", "defines no custom_kernel(data) function")
+    if not callable(kernel):
+        raise _LoadError("no custom_kernel", f"custom_kernel is a {type(kernel).__name__}, not a function")
+    return kernel
+
+
+def _tensors(tree: Any):
+    import torch
+
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, (tuple, list)):
+        for x in tree:
+            yield from _tensors(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _tensors(x)
+
+
+def _hygiene(out: Any, data: Any) -> str | None:
+    """Cheap checks where the output lives, for clear messages; the parent judges the values it
+    receives whatever this says."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"custom_kernel returned {type(out).__name__}, expected a torch.Tensor"
+    if type(out) is not torch.Tensor:
+        return f"output tensor is a subclass of torch.Tensor ({type(out).__name__})"
+    for t in _tensors(data):
+        if out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            return "output tensor shares memory with an input tensor"
+    return None
+
+
+def _profile(kernel, data, row_limit: int) -> str:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        kernel(data)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=sort, row_limit=row_limit)[:200_000]
+
+
+def entry(argv: list[str]) -> None:
+    """`python -m harness.worker FD SUBMISSION DEVICE L2_BYTES` (started by harness/launch.py)."""
+    import socket
+
+    fd, submission, device_type, l2 = int(argv[0]), argv[1], argv[2], int(argv[3])
+    channel = Channel(socket.socket(fileno=fd), WORKER_LIMIT)
+    try:
+        main(channel, submission, device_type, l2)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # no atexit hooks of the submission's, no waiting on its threads
