@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from harness.engine import RunContext, SubmissionResult
+    from harness.engine import PhaseClock, RunContext, SubmissionResult
+    from harness.sandbox import Sandbox
 
 AUDIT_CALLS = 3
 TOLERANCE = 0.15          # a timed median may be this much below the profiler's time per call
@@ -99,38 +100,52 @@ def _case_in(stack: str) -> Optional[int]:
     return int(digits) if digits else None
 
 
-def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", scratch: Path) -> None:
-    """Audit `result`'s timed benchmark cases; mark failing cases and set `result.audit`."""
-    from harness.engine import PhaseClock, _Inputs, _result
+def why_not(ctx: "RunContext") -> Optional[str]:
+    """Why this run's timings cannot be audited (shown and stored), or None."""
+    if not ctx.audit:
+        return "not audited (--no-audit)"
+    if not ctx.device.is_gpu:
+        return "not audited (CPU: times are the parent's own clock)"
+    if ctx.device.vendor != "nvidia":
+        return f"not audited (no profiler audit for {ctx.device.vendor} GPUs yet)"
+    if find_ncu() is None:
+        return "not audited (Nsight Compute, ncu, not found)"
+    return None
+
+
+def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
+    """Start the audit's worker under the profiler (it imports while the timed calls run), or None
+    where no audit applies."""
     from harness.launch import log_path
-    from harness.sandbox import Sandbox, WorkerFailure
+    from harness.sandbox import Sandbox
+
+    if why_not(ctx):
+        return None
+    report = scratch / "audit-ncu.csv"
+    return Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
+                   ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
+                   wrapper=ncu_command(find_ncu(), report), share_net=True, scratch=scratch)
+
+
+def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"],
+                     clock: "PhaseClock") -> None:
+    """Audit `result`'s timed benchmark cases with the worker `start` gave; mark failing cases and
+    set `result.audit`."""
+    from harness.engine import _Inputs, _result
+    from harness.sandbox import WorkerFailure
 
     timed = [c for c in result.cases if c.kind == "benchmark" and c.ok and c.device is not None]
-    if not timed:
+    if not timed or box is None:
+        result.audit = why_not(ctx) or "not audited (no timed case)"
+        if box is not None:
+            box.close()
         return
-    if not ctx.audit:
-        result.audit = "not audited (--no-audit)"
-        return
-    if not ctx.device.is_gpu:
-        result.audit = "not audited (CPU: times are the parent's own clock)"
-        return
-    if ctx.device.vendor != "nvidia":
-        result.audit = f"not audited (no profiler audit for {ctx.device.vendor} GPUs yet)"
-        return
-    exe = find_ncu()
-    if exe is None:
-        result.audit = "not audited (Nsight Compute, ncu, not found)"
-        return
-    report = scratch / "audit-ncu.csv"
+    report = box.worker.scratch / "audit-ncu.csv"
     cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
-    clock = PhaseClock({})
     timeouts = ctx.problem.spec.timeouts
     failure = None
-    box = Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"), timeouts.startup,
-                  sandbox=ctx.sandbox, private=ctx.private, wrapper=ncu_command(exe, report), share_net=True,
-                  scratch=scratch)
     try:
-        box.wait_ready()
+        clock.timed("audit start", box.wait_ready)
         for c in timed:
             inputs = _Inputs(ctx, cases[c.index], clock)
             inputs.share(box)
@@ -147,8 +162,8 @@ def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", 
                 break
     except WorkerFailure as exc:
         failure = f"audit run: {exc.kind}: {exc}"
-    finally:
-        box.worker.close(grace=120)  # the profiler writes its report after the worker exits
+    finally:  # the profiler writes its report after the worker exits
+        clock.timed("audit report", box.worker.close, grace=120)
     if failure is None:
         try:
             totals = per_case(kernel_times(report.read_text(errors="replace")))

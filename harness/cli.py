@@ -315,6 +315,8 @@ def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submiss
             report.console.print(report.submission_table(result, problem.label, bandwidth))
     if args.mode == "leaderboard" and n_submissions > 1:
         report.err_console.print(report.one_line(result, problem.label))
+    if args.mode in ("benchmark", "leaderboard"):
+        report.err_console.print(f"  {report.fence(result)}")
     if not result.ok:
         report.err_console.print(f"  worker log: {result.log}")
     report.err_console.print(report.phase_line(result), highlight=False)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from harness import audit
 from harness.device import DeviceInfo, synchronize
 from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
@@ -193,11 +194,14 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         box.close()
         result.phases["total"] = time.perf_counter() - wall
         return result
+    auditor = None  # the audit's worker, started as the timed calls begin (leaderboard mode)
     with box:
         for i, (case, action) in enumerate(plan):
             if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
                 result.cases.append(_result(case, False, "not run: a test case failed"))
                 continue
+            if action == "benchmark" and mode == "leaderboard" and auditor is None:
+                auditor = audit.start(path, ctx, box.worker.scratch) or False
             progress("case_start", case=case, action=action)
             try:
                 inputs = first if i == 0 else _Inputs(ctx, case, clock)
@@ -220,9 +224,9 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             progress("case_end", result=outcome)
     result.ok = bool(result.cases) and all(c.ok for c in result.cases)
     if mode == "leaderboard" and result.ok:
-        from harness.audit import audit_submission
-
-        clock.timed("audit", audit_submission, path, ctx, result, box.worker.scratch)
+        clock.timed("audit", audit.audit_submission, path, ctx, result, auditor or None, clock)
+    elif auditor:
+        auditor.close()
     shutil.rmtree(box.worker.scratch, ignore_errors=True)
     result.phases["total"] = time.perf_counter() - wall
     return result

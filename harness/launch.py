@@ -205,8 +205,6 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
-        env.setdefault("TRITON_INTERPRET", "1")
     if sandboxed:
         command = bwrap_command(find_bwrap(), submission, scratch, private, share_net) + inner
     else:

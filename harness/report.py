@@ -62,6 +62,7 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "host_us": c.host.median * 1e6 if c.host else None, "tail_us": c.tail.median * 1e6 if c.tail else None,
         "bytes": c.bytes, "gbps": gbps,
         "pct_bandwidth": gbps * 1e9 / bandwidth * 100 if gbps and bandwidth else None,
+        "audit_us": c.audit_s * 1e6 if c.audit_s is not None else None,
     }
 
 
@@ -73,13 +74,13 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str],
                      bandwidth: Optional[float] = None) -> Table:
     """Per-case detail for one submission (test / benchmark modes)."""
     timed = any(c.device for c in result.cases)
-    table = Table(title=f"{result.name}  ·  reads {result.variant or '?'}  ·  static scan: {result.scan.summary()}",
-                  title_justify="left")
+    table = Table(title=f"{result.name}  ·  reads {result.variant or '?'}  ·  static scan: {result.scan.summary()}"
+                        f"  ·  {fence(result)}", title_justify="left")
     table.add_column("case")
     table.add_column("status")
     if timed:
         for col in ("median µs", "mean µs", "std µs", "min µs", "max µs", "runs", "host µs", "sync tail µs",
-                    "GB/s", "% of BW"):
+                    "GB/s", "% of BW", "audit µs"):
             table.add_column(col, justify="right")
     table.add_column("detail", overflow="fold")
     for c in result.cases:
@@ -88,7 +89,7 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str],
             n = case_numbers(c, bandwidth)
             cells += [_us(n[k]) for k in ("median_us", "mean_us", "std_us", "min_us", "max_us")]
             cells += [_num(n["runs"]), _us(n["host_us"]), _us(n["tail_us"]), _num(n["gbps"]),
-                      _num(n["pct_bandwidth"], "{:.0f}%")]
+                      _num(n["pct_bandwidth"], "{:.0f}%"), _us(n["audit_us"])]
         detail = c.reason + "".join(f"\n[yellow]⚠ {w}[/]" for w in c.warnings)
         table.add_row(*cells, detail)
     return table
@@ -132,7 +133,13 @@ def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
     return f"{r.name}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
 
 
-PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check")
+PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "audit")
+
+
+def fence(r: SubmissionResult) -> str:
+    """Whether the worker was sandboxed and what the timing audit found, in a few words."""
+    where = "sandboxed" if r.sandboxed else "[bold red]UNSANDBOXED[/]"
+    return f"{where}  ·  {r.audit}"
 
 
 def phase_line(r: SubmissionResult) -> str:
@@ -236,7 +243,7 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
         roof = r.geomean_roofline(bandwidth)
         base = {"submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
                 "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
-                "static_scan": r.scan.summary(), "error": r.error,
+                "static_scan": r.scan.summary(), "error": r.error, "sandboxed": r.sandboxed, "audit": r.audit,
                 **{f"seconds_{k.replace(' ', '_')}": round(v, 4) for k, v in r.phases.items()}}
         if not r.cases:
             rows.append({**base, "kind": None, "case": None})

@@ -36,6 +36,8 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
 
     if device_type == "auto":  # started before the parent looked: the same choice as an unset --device
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
     from harness import compat
     from harness.shared_memory import Buffer, rebuild, view
