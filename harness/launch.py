@@ -118,8 +118,10 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
         cmd += ["--tmpfs", str(folder)]
     for file in files:
         cmd += ["--ro-bind", "/dev/null", str(file)]
-    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve()),
-            "--bind", str(scratch), "/tmp/work", "--chdir", "/tmp/work",
+    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve())]
+    for folder in folders:
+        cmd += ["--remount-ro", str(folder)]
+    cmd += ["--bind", str(scratch), "/tmp/work", "--chdir", "/tmp/work",
             "--unshare-all", *(["--share-net"] if share_net else []),
             "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",

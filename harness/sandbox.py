@@ -162,8 +162,8 @@ class Sandbox:
         return reply
 
     def _death(self, when: str) -> WorkerFailure:
-        self.worker.kill()
         what, sig = self.worker.how_it_ended()
+        self.worker.kill()  # whatever it left running
         hint = " (likely out of host memory)" if sig == "SIGKILL" else ""
         return WorkerFailure("crashed", f"worker process {what}{hint} {when}")
 

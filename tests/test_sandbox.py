@@ -1,0 +1,186 @@
+"""The OS-level zoo (tests/zoo_os): each attack runs through the real engine inside the sandbox
+and must be rejected or have no effect (files, database, processes, the parent's output and memory).
+
+These need bubblewrap's namespaces. Where they cannot be made, the tests skip with the reason,
+except in CI (CI=true), where that is a failure: CI must exercise the sandboxed path."""
+
+import dataclasses
+import hashlib
+import os
+import resource
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from harness.engine import RunContext, evaluate
+from harness.launch import sandbox_problem
+from harness.store import Store
+
+ZOO_OS = Path(__file__).resolve().parent / "zoo_os"
+WHY = sandbox_problem()
+if WHY is not None and os.environ.get("CI"):
+    raise RuntimeError(f"CI must run the sandboxed path, but: {WHY}")
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no OS sandbox here: {WHY}")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): digest(p) for p in sorted(folder.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+@pytest.fixture
+def arena(tmp_path):
+    """A submissions folder holding the attack and a competitor's file, a results database with an
+    earlier run in it, and a log folder."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ROOT / "submissions" / "torch_batched.py", subs / "competitor.py")
+    db_path = tmp_path / "results" / "runs.db"
+    store = Store(db_path)
+    store.save_bandwidth("NVIDIA H200", 4.2e12)
+    store.close()
+    return subs, db_path, tmp_path / "logs"
+
+
+def attack(problem, cpu, arena, name, mode="test", **timeouts):
+    subs, db_path, logs = arena
+    path = subs / name
+    shutil.copy(ZOO_OS / name, path)
+    if timeouts:
+        problem = dataclasses.replace(problem, spec=dataclasses.replace(
+            problem.spec, timeouts=dataclasses.replace(problem.spec.timeouts, **timeouts)))
+    ctx = RunContext(problem, cpu, small=True, log_dir=logs, sandbox="require", private=(db_path, logs))
+    result = evaluate(path, ctx, mode)
+    assert result.sandboxed
+    return result, Path(result.log).read_text()
+
+
+def first_failure(result):
+    return result.error or next((c.reason for c in result.cases if not c.ok), "")
+
+
+def test_rewriting_the_parents_files_has_no_effect(problem, cpu, arena):
+    before = tree_digest(ROOT / "harness") | {"reference.py": digest(ROOT / "reference.py")}
+    result, log = attack(problem, cpu, arena, "rewrites_reference.py")
+    assert not result.ok and "output differs from the reference" in first_failure(result)
+    assert "could not write" in log and not [line for line in log.splitlines() if line.startswith("rewrote ")]
+    assert tree_digest(ROOT / "harness") | {"reference.py": digest(ROOT / "reference.py")} == before
+
+
+def test_planted_modules_do_not_land(problem, cpu, arena):
+    places = [ROOT, arena[0], *map(Path, sys.path[:8])]
+    result, log = attack(problem, cpu, arena, "plants_module.py")
+    assert not result.ok and "output differs from the reference" in first_failure(result)
+    # only its private scratch (the working folder, removed after it) takes a file
+    assert not [line for line in log.splitlines() if line.startswith("planted ") and "/tmp/work/" not in line]
+    for folder in places:
+        assert not (folder / "kernelguard.py").exists() and not (folder / "sitecustomize.py").exists()
+
+
+def test_competitors_files_are_invisible_and_unchanged(problem, cpu, arena):
+    before = digest(arena[0] / "competitor.py")
+    result, log = attack(problem, cpu, arena, "overwrites_neighbours.py")
+    assert result.ok, first_failure(result)
+    assert "NEIGHBOURS: []" in log
+    assert digest(arena[0] / "competitor.py") == before
+
+
+def test_database_is_out_of_reach(problem, cpu, arena):
+    db_path = arena[1]
+    before = digest(db_path)
+    result, log = attack(problem, cpu, arena, "rewrites_database.py")
+    assert not result.ok
+    assert not [line for line in log.splitlines() if line.startswith("rewrote ")]
+    assert digest(db_path) == before
+    assert Store(db_path).bandwidth("NVIDIA H200") == 4.2e12
+
+
+def test_parent_is_out_of_sight(problem, cpu, arena, capfd):
+    result, log = attack(problem, cpu, arena, "reads_parent.py")
+    assert result.ok, first_failure(result)
+    assert "OTHER PROCESSES: []" in log
+    assert f"/proc/{os.getpid()}/" not in log
+    out, err = capfd.readouterr()
+    assert "check: pass" not in out + err
+
+
+def test_killing_the_parent_costs_only_the_worker(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "kills_parent.py")
+    assert not result.ok and "crashed" in first_failure(result)
+    # this test process (the parent) is still here, and so the run goes on:
+    again, _ = attack(problem, cpu, arena, "overwrites_neighbours.py")
+    assert again.ok
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_no_daemon_outlives_the_run(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "leaves_daemon.py")
+    assert result.ok, first_failure(result)
+    deadline = time.monotonic() + 5
+    while _processes_with("4321.5") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with("4321.5") == []
+
+
+def test_a_stalled_reply_times_out(problem, cpu, arena):
+    start = time.monotonic()
+    result, _ = attack(problem, cpu, arena, "stalls_reply.py", test_case=3)
+    assert first_failure(result).startswith("timeout: timed out after 3 s")
+    assert time.monotonic() - start < 60
+
+
+def test_a_huge_reply_allocates_nothing(problem, cpu, arena):
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result, _ = attack(problem, cpu, arena, "huge_reply.py")
+    assert "protocol: malformed message" in first_failure(result)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    assert grown_mib < 256
+
+
+def test_forged_timings_have_no_effect_on_the_cpu(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "forges_timing.py", mode="benchmark")
+    assert result.ok, first_failure(result)
+    timed = [c for c in result.cases if c.device]
+    assert timed and all(c.device.min >= 0.03 for c in timed)
+
+
+def test_no_network(problem, cpu, arena, monkeypatch):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    monkeypatch.setenv("MLA_EVAL_TEST_PORT", str(listener.getsockname()[1]))
+    result, log = attack(problem, cpu, arena, "reaches_network.py")
+    assert result.ok, first_failure(result)
+    assert "no connection" in log
+    with pytest.raises(socket.timeout):
+        listener.accept()
+
+
+def test_files_written_stay_in_the_scratch(problem, cpu, arena):
+    places = [Path("/tmp"), Path("/dev/shm"), Path("/root/.triton/cache"), Path.home() / ".triton" / "cache",
+              Path("/var/tmp"), Path.cwd()]
+    scratches = set(Path(tempfile.gettempdir()).glob("mla-eval-worker-*"))
+    result, log = attack(problem, cpu, arena, "escapes_scratch.py")
+    assert result.ok, first_failure(result)
+    assert not [p for p in places if (p / "mla-eval-escaped.txt").exists()]
+    assert set(Path(tempfile.gettempdir()).glob("mla-eval-worker-*")) <= scratches, "a scratch folder was left"
