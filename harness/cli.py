@@ -438,6 +438,7 @@ def _popcorn(args: argparse.Namespace) -> int:
 
 def _vendor_profile(args: argparse.Namespace, problem, device, submissions: list[Path], small: bool) -> int:
     from harness import report
+    from harness.launch import SandboxUnavailable
     from harness.vendor_profile import ProfilerMissing, run_vendor_profiler
 
     tool = "ncu" if args.ncu else "rocprof"
@@ -448,8 +449,9 @@ def _vendor_profile(args: argparse.Namespace, problem, device, submissions: list
         raise UsageError(f"--case {args.case}: the task has benchmark cases 0..{len(cases) - 1}")
     try:
         report_path, summary = run_vendor_profiler(tool, device.vendor, Path(problem.spec.path), submissions[0],
-                                                   args.case, Path(args.logs).parent / "profiles")
-    except ProfilerMissing as exc:
+                                                   args.case, Path(args.logs).parent / "profiles", args.sandbox,
+                                                   private_paths(args))
+    except (ProfilerMissing, SandboxUnavailable) as exc:
         raise UsageError(str(exc)) from None
     except RuntimeError as exc:
         report.error(str(exc))

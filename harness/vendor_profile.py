@@ -4,16 +4,20 @@
 prepares the case, warms the submission up (compilation stays out of the report), then makes
 exactly one call inside a profiler range (`cudaProfilerStart/Stop`, which `ncu --profile-from-start
 off` honours). This is a diagnostic: no verdict or ranking comes from it, so the submission runs
-in the profiled process itself.
+in the profiled process itself, inside the same OS sandbox as a worker (harness/launch.py; with the
+network namespace shared, which the profiler's injection needs).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Sequence
 
 WARMUP_CALLS = 2
 
@@ -65,13 +69,22 @@ def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
 
 
 def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, case_index: int,
-                        out_dir: Path) -> tuple[Path, str]:
+                        out_dir: Path, sandbox: str = "auto", private: Sequence[Path] = ()) -> tuple[Path, str]:
     """Profile one call; return (where the report is, the tool's summary text)."""
+    from harness.launch import REPO_ROOT, SandboxUnavailable, bwrap_command, find_bwrap, sandbox_problem
+
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / f"{submission.stem}.case{case_index}"
     child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(task), "--submission",
              str(submission), "--case", str(case_index)]
-    proc = subprocess.run(tool_command(tool, vendor, base) + child, capture_output=True, text=True)
+    why = sandbox_problem() if sandbox != "off" else "off"
+    if why and sandbox == "require":
+        raise SandboxUnavailable(f"the OS sandbox is required but unavailable: {why}")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    with tempfile.TemporaryDirectory(prefix="mla-eval-profile-") as scratch:
+        if why is None:  # the report folder stays writable: the profiler writes there from outside
+            child = bwrap_command(find_bwrap(), submission, Path(scratch), private, share_net=True) + child
+        proc = subprocess.run(tool_command(tool, vendor, base) + child, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise RuntimeError(f"{tool} failed (exit {proc.returncode}): " + " | ".join(tail))
@@ -97,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness import compat
     from harness.device import detect
     from harness.problem import load_problem
-    from harness.worker import _load, _LoadError
+    from harness.worker.loop import _load, _LoadError
 
     problem = load_problem(args.task)
     device = detect()

@@ -13,6 +13,12 @@ from harness.problem import load_problem  # noqa: E402
 from harness.spec import Timeouts, Timing  # noqa: E402
 
 
+def log_of(folder: Path, stem: str) -> str:
+    """The text of the one worker log of a submission named `stem` in `folder`."""
+    (found,) = Path(folder).glob(f"{stem}.*.log")
+    return found.read_text()
+
+
 @pytest.fixture(scope="session")
 def problem():
     """The real task, with budgets cut so the CPU tests stay fast."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, ZOO
+from conftest import ROOT, ZOO, log_of
 
 from harness.popcorn import BadTestFile, parse_testfile
 
@@ -64,7 +64,7 @@ def test_submission_cannot_write_to_the_pipe_or_see_the_seed(tmp_path):
     assert lines.count("check: fail") == 1 and "check: pass" not in lines  # only our lines
     code, result, _, _, work = kernelbot(tmp_path, "test", ZOO / "probes_env.py", seed="13572468")
     assert code == 0
-    log = (work / "results" / "logs" / "submission.log").read_text()
+    log = log_of(work / "results" / "logs", "submission")
     assert "POPCORN" not in log and "13572468" not in log
 
 

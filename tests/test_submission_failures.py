@@ -4,7 +4,7 @@ evaluation of the others."""
 import dataclasses
 
 import pytest
-from conftest import ROOT, ZOO
+from conftest import ROOT, ZOO, log_of
 
 from harness.engine import RunContext, evaluate
 
@@ -65,7 +65,7 @@ def test_printing_fake_results_does_not_reach_our_output(problem, cpu, tmp_path,
     assert result.ok  # printing is allowed; it just goes to the worker log
     out, err = capfd.readouterr()
     assert "check: pass" not in out + err
-    assert "check: pass" in (tmp_path / "prints_results.log").read_text()
+    assert "check: pass" in log_of(tmp_path, "prints_results")
 
 
 def test_honest_baselines_pass_test_and_benchmark(problem, cpu, tmp_path):
@@ -106,7 +106,7 @@ def test_no_seed_reaches_the_worker(problem, cpu, tmp_path):
     ctx = RunContext(problem, cpu, small=True, log_dir=tmp_path, secret=987654321)
     result = evaluate(ZOO / "probes_env.py", ctx, "test")
     assert result.ok
-    log = (tmp_path / "probes_env.log").read_text()
+    log = log_of(tmp_path, "probes_env")
     assert "env:" in log
     secrets_ = {str(ctx.secret)} | {str(ctx.case_seed(c)) for c in problem.spec.cases("test", small=True)}
     assert not [s for s in secrets_ if s in log]
@@ -114,7 +114,7 @@ def test_no_seed_reaches_the_worker(problem, cpu, tmp_path):
 
 def test_gc_walk_finds_no_expected_output(problem, cpu, tmp_path):
     run(problem, cpu, "walks_gc.py", tmp_path=tmp_path)
-    assert "found 0 candidate tensors" in (tmp_path / "walks_gc.log").read_text()
+    assert "found 0 candidate tensors" in log_of(tmp_path, "walks_gc")
 
 
 def test_honest_submission_passes_20_fresh_seeds_in_a_row(problem, cpu, tmp_path):

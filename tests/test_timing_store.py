@@ -114,7 +114,7 @@ def test_graph_capture_falls_back_with_a_reason(problem, cpu, tmp_path):
     data = problem.generate(case.args, case.seed, cpu.torch_device)
     with Sandbox(ROOT / "submissions" / "torch_batched.py", cpu, tmp_path / "w.log", 120) as box:
         box.wait_ready()
-        box.send_inputs(data)
+        box.share_inputs(data, *problem.layout(data))
         captured, why = box.capture(timeout=60)
         assert not captured and why
         out, _ = box.call(timed=True, timeout=60)
@@ -137,7 +137,7 @@ def test_flush_ops_are_valid_torch_calls():
     """The GPU flush's torch calls, run on CPU tensors (the GPU path is otherwise untested in CI)."""
     import torch
 
-    from harness.timing import CallTimer
+    from harness.worker.timer import CallTimer
 
     timer = object.__new__(CallTimer)
     timer.buffer = torch.ones(1 << 16, dtype=torch.uint8)

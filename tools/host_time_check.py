@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _host_medians(fn, data, conn, calls, l2_bytes, send_output, buffer=None):
-    from harness.timing import CallTimer
+    from harness.worker.timer import CallTimer
 
     timer = CallTimer("cuda", l2_bytes)
     host, device = [], []

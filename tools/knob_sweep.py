@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
-from harness.timing import CallTimer  # noqa: E402
+from harness.worker.timer import CallTimer  # noqa: E402
 
 
 def load(path: str, tag: int, knobs: dict):

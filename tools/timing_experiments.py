@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
-from harness.timing import CallTimer, capture_graph  # noqa: E402
+from harness.worker.timer import CallTimer, capture_graph  # noqa: E402
 from harness.verdict import tensors  # noqa: E402
 from tools.knob_sweep import load  # noqa: E402
 
