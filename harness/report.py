@@ -133,7 +133,8 @@ def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
     return f"{r.name}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
 
 
-PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "audit")
+PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "audit",
+               "audit start", "audit report")
 
 
 def fence(r: SubmissionResult) -> str:

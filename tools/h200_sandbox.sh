@@ -18,6 +18,9 @@ if [[ $STEPS == *probe* ]]; then
   head -c 3000 "$OUT/ncu_probe.csv"
   run test_sandboxed python3 eval.py --mode test --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
 fi
+if [[ $STEPS == *start* ]]; then
+  run start_cost python3 tools/sandbox_start_cost.py cuda 5
+fi
 if [[ $STEPS == *cost* ]]; then
   for i in 1 2; do
     run lb_plain python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox off --no-audit --submission submissions/triton_bf16.py
@@ -25,4 +28,31 @@ if [[ $STEPS == *cost* ]]; then
     run lb_audited python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
   done
 fi
+if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstrings)
+  run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs /tmp/logs --sandbox require \
+    --submission tests/zoo_gpu/forges_timer.py --submission tests/zoo_gpu/forges_reply.py \
+    --submission tests/zoo_gpu/works_after_timer.py --submission tests/zoo_gpu/side_stream.py \
+    --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py
+fi
+if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
+  run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs /tmp/logs \
+    --sandbox require --json "$OUT/bundled.json"
+fi
+if [[ $STEPS == *seeds* ]]; then  # fresh seeds, audited, no false rejection
+  for seed in $(seq 1 ${SEEDS:-20}); do
+    run seeds python3 eval.py --mode leaderboard --budget ${SEED_BUDGET:-0.05} --no-progress --db $DB --logs /tmp/logs \
+      --sandbox require --seed $((seed * 7919)) ${SEED_SUBMISSIONS:---submission submissions/triton_bf16.py \
+      --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py --submission submissions/torch_batched.py}
+  done
+  grep -c "^exit 0" "$OUT/seeds.txt"
+fi
+python3 - "$DB" <<'PY' | tee "$OUT/summary.txt"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print("run | sandboxed | submission | ok | geomean µs | audit | worst timed/audit")
+for run, sb, name, ok, geo, audit, sid in db.execute(
+        "SELECT r.id, r.sandboxed, s.name, s.ok, s.geomean_us, s.audit, s.id FROM submissions s JOIN runs r ON r.id = s.run_id"):
+    ratios = [m / a for m, a in db.execute("SELECT median_us, audit_us FROM cases WHERE submission_id = ? AND audit_us > 0", (sid,))]
+    print(f"{run} | {sb} | {name} | {ok} | {geo and round(geo, 1)} | {audit[:60]} | {min(ratios) if ratios else None}")
+PY
 tar czf "$OUT/logs.tgz" -C /tmp logs 2>/dev/null
