@@ -22,7 +22,7 @@ if [[ $STEPS == *start* ]]; then
   run start_cost python3 tools/sandbox_start_cost.py cuda 5
 fi
 if [[ $STEPS == *cost* ]]; then
-  for i in 1 2; do
+  for i in $(seq 1 ${COST_RUNS:-2}); do
     run lb_plain python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox off --no-audit --submission submissions/triton_bf16.py
     run lb_sandboxed python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --no-audit --submission submissions/triton_bf16.py
     run lb_audited python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
