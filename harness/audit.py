@@ -49,7 +49,7 @@ def ncu_command(exe: str, report: Path) -> list[str]:
 def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
     """(kernel name, its NVTX range stack, duration in seconds) for every kernel of an
     `ncu --csv --page raw --nvtx` log, in launch order."""
-    lines = [line for line in report_text.splitlines() if line.startswith('"')]
+    lines = [line for line in report_text.splitlines() if line and not line.startswith("==")]  # ncu's own messages
     if not lines:
         return []
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
@@ -127,10 +127,22 @@ def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
                    wrapper=ncu_command(find_ncu(), report), share_net=True, scratch=scratch)
 
 
-def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"],
-                     clock: "PhaseClock") -> None:
+def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"]) -> None:
     """Audit `result`'s timed benchmark cases with the worker `start` gave; mark failing cases and
-    set `result.audit`."""
+    set `result.audit`. Its wall time goes to `result.phases` as "audit ..." entries."""
+    from harness.engine import PhaseClock
+
+    phases: dict[str, float] = {}
+    try:
+        _audit(ctx, result, box, PhaseClock(phases))
+    finally:
+        for name, seconds in phases.items():
+            result.phases[f"audit {name}"] = seconds
+        if box is not None and box.worker.scratch.joinpath("audit-ncu.csv").exists():
+            shutil.copy(box.worker.scratch / "audit-ncu.csv", Path(result.log).with_suffix(".audit.csv"))
+
+
+def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"], clock: "PhaseClock") -> None:
     from harness.engine import _Inputs, _result
     from harness.sandbox import WorkerFailure
 
@@ -145,7 +157,7 @@ def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", 
     timeouts = ctx.problem.spec.timeouts
     failure = None
     try:
-        clock.timed("audit start", box.wait_ready)
+        clock.timed("start", box.wait_ready)
         for c in timed:
             inputs = _Inputs(ctx, cases[c.index], clock)
             inputs.share(box)
@@ -163,7 +175,7 @@ def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", 
     except WorkerFailure as exc:
         failure = f"audit run: {exc.kind}: {exc}"
     finally:  # the profiler writes its report after the worker exits
-        clock.timed("audit report", box.worker.close, grace=120)
+        clock.timed("report", box.worker.close, grace=120)
     if failure is None:
         try:
             totals = per_case(kernel_times(report.read_text(errors="replace")))
@@ -189,6 +201,12 @@ def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", 
                                       f"{TOLERANCE:.0%})", device=c.device, host=c.host, tail=c.tail,
                                       bytes=c.bytes, audit_s=audit_s)
             result.ok = False
-    missing = [c.name for c in timed if not totals.get(c.index)]
+    missing = [i for i, c in enumerate(result.cases) if c in timed and not totals.get(c.index)]
+    for i in missing:  # fail closed: a case whose calls the profiler did not see cannot be vouched for
+        c = result.cases[i]
+        result.cases[i] = _result(cases[c.index], False, "the profiler saw no GPU kernels in this case's audit calls "
+                                  "(a GPU submission must compute on the GPU)", device=c.device, host=c.host,
+                                  tail=c.tail, bytes=c.bytes, audit_s=0.0)
+        result.ok = False
     result.audit = (f"audited by ncu: {AUDIT_CALLS} calls per case, timed medians at most {worst:.0%} below"
-                    if not missing else f"audited by ncu; no kernels seen for {', '.join(missing)}")
+                    if not missing else f"audit failed: no kernels seen in {len(missing)} case(s)")

@@ -224,7 +224,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             progress("case_end", result=outcome)
     result.ok = bool(result.cases) and all(c.ok for c in result.cases)
     if mode == "leaderboard" and result.ok:
-        clock.timed("audit", audit.audit_submission, path, ctx, result, auditor or None, clock)
+        clock.timed("audit", audit.audit_submission, path, ctx, result, auditor or None)
     elif auditor:
         auditor.close()
     shutil.rmtree(box.worker.scratch, ignore_errors=True)

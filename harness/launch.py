@@ -5,7 +5,8 @@ startup overlaps the parent's; `harness.sandbox.Sandbox` uses it for every other
 
 What the sandbox gives the worker (`bwrap_command`):
   * the whole filesystem read-only, with the other files of its submission's folder, the results
-    database and the log folder hidden; a private /tmp (its scratch) and /dev/shm;
+    database and the log folder hidden; a private /tmp (its scratch) and /dev/shm (the audit's
+    worker shares /dev/shm and the network with the profiler, harness/audit.py);
   * the GPU's device nodes, nothing else of /dev;
   * new user, PID, IPC, UTS, cgroup and network namespaces (no network; its /proc lists only
     its own processes, so the parent's memory, descriptors and environment are out of sight);
@@ -107,7 +108,10 @@ def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path],
 
 
 def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[Path], share_net: bool) -> list[str]:
-    cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    """The sandbox for one worker. `share_net`: a profiler's injected library must reach its front
+    end, through the network namespace and /dev/shm; only the audit's worker gets those."""
+    shm = ["--dev-bind", "/dev/shm", "/dev/shm"] if share_net else ["--tmpfs", "/dev/shm"]
+    cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *shm]
     import glob
 
     for pattern in GPU_NODES:

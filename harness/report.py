@@ -134,7 +134,7 @@ def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
 
 
 PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "audit",
-               "audit start", "audit report")
+               "audit start", "audit inputs", "audit reference", "audit calls", "audit check", "audit report")
 
 
 def fence(r: SubmissionResult) -> str:

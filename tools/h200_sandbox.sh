@@ -18,6 +18,9 @@ if [[ $STEPS == *probe* ]]; then
   head -c 3000 "$OUT/ncu_probe.csv"
   run test_sandboxed python3 eval.py --mode test --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
 fi
+if [[ $STEPS == *ncubwrap* ]]; then
+  run ncubwrap python3 tools/ncu_sandbox_probe.py
+fi
 if [[ $STEPS == *start* ]]; then
   run start_cost python3 tools/sandbox_start_cost.py cuda 5
 fi
@@ -56,3 +59,4 @@ for run, sb, name, ok, geo, audit, sid in db.execute(
     print(f"{run} | {sb} | {name} | {ok} | {geo and round(geo, 1)} | {audit[:60]} | {min(ratios) if ratios else None}")
 PY
 tar czf "$OUT/logs.tgz" -C /tmp logs 2>/dev/null
+ls /tmp/logs/*.audit.csv >/dev/null 2>&1 && tar czf "$OUT/audit_reports.tgz" -C /tmp/logs $(cd /tmp/logs && ls *.audit.csv)
