@@ -78,12 +78,13 @@ def test_rewriting_the_parents_files_has_no_effect(problem, cpu, arena):
 
 def test_planted_modules_do_not_land(problem, cpu, arena):
     places = [ROOT, arena[0], *map(Path, sys.path[:8])]
+    targets = [folder / name for folder in places for name in ("kernelguard.py", "sitecustomize.py")]
+    before = {t: digest(t) if t.is_file() else None for t in targets}  # site-packages holds the real kernelguard.py
     result, log = attack(problem, cpu, arena, "plants_module.py")
     assert not result.ok and "output differs from the reference" in first_failure(result)
     # only its private scratch (the working folder, removed after it) takes a file
     assert not [line for line in log.splitlines() if line.startswith("planted ") and "/tmp/work/" not in line]
-    for folder in places:
-        assert not (folder / "kernelguard.py").exists() and not (folder / "sitecustomize.py").exists()
+    assert {t: digest(t) if t.is_file() else None for t in targets} == before
 
 
 def test_competitors_files_are_invisible_and_unchanged(problem, cpu, arena):
