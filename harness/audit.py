@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
     from harness.sandbox import Sandbox
 
 AUDIT_CALLS = 3
-TOLERANCE = 0.15          # a timed median may be this much below the profiler's time per call
-MARK = "mla-eval-call"    # NVTX range names: MARK/warmup, MARK/<case index>
+# A timed median may be this much below the profiler's GPU time per call. Honest triton_bf16 on
+# the H200: timed / profiled 0.99-1.07 over the 8 benchmark cases (BENCHMARKS.md).
+TOLERANCE = 0.10
+MARK = "mla-eval-call"    # NVTX range names: MARK/<case index> (audited), MARK/warmup/<case index>
 
 
 def find_ncu() -> Optional[str]:
@@ -57,7 +60,8 @@ def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
     col = {name: i for i, name in enumerate(header)}
     time_col = col.get("gpu__time_duration.sum")
     name_col = col.get("Kernel Name")
-    nvtx_cols = [i for name, i in col.items() if "nvtx" in name.lower() or "push_pop" in name.lower()]
+    # "thread Domain:Push/Pop_Range:..." (and the Start/Stop one): each kernel's NVTX ranges
+    nvtx_cols = [i for name, i in col.items() if "_Range:" in name]
     out = []
     for row in body:
         if time_col is None or len(row) <= time_col:
@@ -67,37 +71,29 @@ def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
         except ValueError:  # the units row
             continue
         unit_scale = 1e-9  # --print-units base: nanoseconds
-        stack = " ".join(row[i] for i in nvtx_cols if i < len(row))
+        stack = " ".join(row[i] for i in nvtx_cols if i < len(row) and row[i])
         out.append((row[name_col] if name_col is not None else "?", stack, duration * unit_scale))
     return out
 
 
 def per_case(kernels: list[tuple[str, str, float]]) -> dict[int, float]:
     """Total kernel seconds per audited case index: inside MARK/<index> ranges, plus kernels outside
-    any range after the first audited one (they count for the case whose range came last)."""
+    any range once a case's calls began (they count for the case whose range came last, warm-up
+    included, so work done between calls cannot hide). Kernels inside warm-up ranges (compilation,
+    autotuning) and before the first range (imports) do not count."""
     totals: dict[int, float] = {}
     current: Optional[int] = None
     for _, stack, seconds in kernels:
-        if f"{MARK}/warmup" in stack:
+        warmup = re.search(rf"{MARK}/warmup/(\d+)", stack)
+        audited = re.search(rf"{MARK}/(\d+)", stack)
+        if warmup:
+            current = int(warmup.group(1))
             continue
-        index = _case_in(stack)
-        if index is not None:
-            current = index
+        if audited:
+            current = int(audited.group(1))
         if current is not None:
             totals[current] = totals.get(current, 0.0) + seconds
     return totals
-
-
-def _case_in(stack: str) -> Optional[int]:
-    at = stack.find(MARK + "/")
-    if at < 0:
-        return None
-    digits = ""
-    for ch in stack[at + len(MARK) + 1:]:
-        if not ch.isdigit():
-            break
-        digits += ch
-    return int(digits) if digits else None
 
 
 def why_not(ctx: "RunContext") -> Optional[str]:
@@ -166,7 +162,7 @@ def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox
                 if call:
                     inputs.refill(seeds() ^ 0x5A5A5A5A)
                 deadline = time.monotonic() + timeouts.benchmark_case
-                verdict, _ = inputs.call(False, deadline, mark=f"{MARK}/{'warmup' if call == 0 else c.index}")
+                verdict, _ = inputs.call(False, deadline, mark=f"{MARK}/warmup/{c.index}" if call == 0 else f"{MARK}/{c.index}")
                 if not verdict.ok:
                     failure = f"audit call on {c.name}: {verdict.reason}"
                     break

@@ -146,8 +146,7 @@ def _call(name: str, *args: Any) -> None:
 
 class _GpuMapping:
     def __init__(self, nbytes: int, fd: Optional[int]):
-        torch.cuda.init()
-        torch.zeros(1, device="cuda")  # the primary context is current on this thread from here on
+        torch.empty(1, device="cuda")  # an allocation, no kernel: the primary context is current from here on
         device = torch.cuda.current_device()
         prop = _AllocationProp(type=_PINNED, requestedHandleTypes=_POSIX_FD, location=_Location(_LOCATION_DEVICE, device))
         granularity = ctypes.c_size_t()

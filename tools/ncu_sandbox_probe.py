@@ -1,7 +1,8 @@
-"""Does Nsight Compute see the kernels of a process inside the worker's sandbox? tools/ncu_probe.py
-under the audit's ncu options, three ways: no sandbox, the audit's sandbox (network and /dev/shm
-shared), and the same with a private /dev/shm. Prints the kernels each report attributes to the
-probe's case 3 (device script; run by tools/h200_sandbox.sh)."""
+"""Does Nsight Compute see the kernels of a process inside the worker's sandbox, and how fast?
+tools/ncu_probe.py under the audit's ncu options: no sandbox, the audit's sandbox (network, IPC and
+/dev/shm shared with the host), and variants that keep the IPC namespace private or also share
+/tmp. Prints the kernels each report attributes to the probe's case 3 and the probe's time for
+its 20 small kernels (device script; run by tools/h200_sandbox.sh)."""
 import subprocess
 import sys
 import tempfile
@@ -16,10 +17,10 @@ probe = [sys.executable, str(ROOT / "tools" / "ncu_probe.py"), "20"]
 with tempfile.TemporaryDirectory() as tmp:
     scratch = Path(tmp)
     audit_box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", scratch, (), share_net=True)
-    private_shm = [x if x != "--dev-bind" else x for x in audit_box]
-    i = private_shm.index("/dev/shm")
-    private_shm[i - 1:i + 2] = ["--tmpfs", "/dev/shm"]
-    for name, wrap in (("no sandbox", []), ("audit sandbox", audit_box), ("private /dev/shm", private_shm)):
+    private_ipc = [x for x in audit_box if x != "--"] + ["--unshare-ipc", "--"]
+    host_tmp = [x for x in audit_box if x != "--"] + ["--bind", "/tmp", "/tmp", "--"]
+    for name, wrap in (("no sandbox", []), ("audit sandbox", audit_box), ("private IPC ns", private_ipc),
+                       ("host /tmp too", host_tmp)):
         report = scratch / f"{name.replace(' ', '_').replace('/', '')}.csv"
         run = subprocess.run(ncu_command(find_ncu(), report) + wrap + probe, capture_output=True, text=True,
                              timeout=120)
