@@ -22,7 +22,7 @@ if [[ $STEPS == *ncubwrap* ]]; then
   run ncubwrap python3 tools/ncu_sandbox_probe.py
 fi
 if [[ $STEPS == *start* ]]; then
-  run start_cost python3 tools/sandbox_start_cost.py cuda 5
+  run start_cost python3 tools/sandbox_start_cost.py cuda ${START_RUNS:-5}
 fi
 if [[ $STEPS == *cost* ]]; then
   for i in $(seq 1 ${COST_RUNS:-2}); do
@@ -39,10 +39,11 @@ if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstring
 fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
   run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs /tmp/logs \
-    --sandbox require --json "$OUT/bundled.json"
+    --sandbox require --json "$OUT/bundled.json" ${BUNDLED:-}
 fi
 if [[ $STEPS == *seeds* ]]; then  # fresh seeds, audited, no false rejection
   for seed in $(seq 1 ${SEEDS:-20}); do
+    (( $(date +%s) < ${SEEDS_UNTIL:-9999999999} )) || break
     run seeds python3 eval.py --mode leaderboard --budget ${SEED_BUDGET:-0.05} --no-progress --db $DB --logs /tmp/logs \
       --sandbox require --seed $((seed * 7919)) ${SEED_SUBMISSIONS:---submission submissions/triton_bf16.py \
       --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py --submission submissions/torch_batched.py}
