@@ -109,6 +109,12 @@ def why_not(ctx: "RunContext") -> Optional[str]:
     return None
 
 
+def _report_path(scratch: Path) -> Path:
+    """Where the profiler writes its report: beside the worker's scratch folder, never inside it
+    (the worker can write there, and could plant a report of its own)."""
+    return scratch.with_name(scratch.name + ".audit-ncu.csv")
+
+
 def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
     """Start the audit's worker under the profiler (it imports while the timed calls run), or None
     where no audit applies."""
@@ -117,7 +123,7 @@ def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
 
     if why_not(ctx):
         return None
-    report = scratch / "audit-ncu.csv"
+    report = _report_path(scratch)
     return Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
                    ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
                    wrapper=ncu_command(find_ncu(), report), share_net=True, scratch=scratch)
@@ -134,8 +140,9 @@ def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", 
     finally:
         for name, seconds in phases.items():
             result.phases[f"audit {name}"] = seconds
-        if box is not None and box.worker.scratch.joinpath("audit-ncu.csv").exists():
-            shutil.copy(box.worker.scratch / "audit-ncu.csv", Path(result.log).with_suffix(".audit.csv"))
+        report = _report_path(box.worker.scratch) if box is not None else None
+        if report is not None and report.exists():  # kept beside the logs, for review
+            shutil.move(report, Path(result.log).with_suffix(".audit.csv"))
 
 
 def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"], clock: "PhaseClock") -> None:
@@ -148,7 +155,7 @@ def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox
         if box is not None:
             box.close()
         return
-    report = box.worker.scratch / "audit-ncu.csv"
+    report = _report_path(box.worker.scratch)
     cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
     timeouts = ctx.problem.spec.timeouts
     failure = None

@@ -42,6 +42,10 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def pending(self) -> bool:
+        """Whether bytes (or the end of the stream) wait to be read right now."""
+        return bool(select.select([self.sock], [], [], 0)[0])
+
     def close(self) -> None:
         self.sock.close()
 
@@ -66,7 +70,7 @@ class Channel:
         body = self._read(length, deadline, None)
         try:
             return json.loads(body), fds
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
             raise ChannelError(f"message is not JSON ({exc})") from None
 
     def _read(self, n: int, deadline: Optional[float], fds: Optional[list[int]]) -> bytes:

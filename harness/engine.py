@@ -255,11 +255,13 @@ class _Inputs:
         self.clock.timed("reference", synchronize, self.ctx.device)
 
     def refill(self, seed: int) -> None:
+        """New inputs in place. Their expected output is computed after the call, so the worker has
+        no idle moment with the new inputs before the call starts (nothing to precompute in)."""
         fresh = self._generate(seed)
         for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
             dst.copy_(src)
-        self.pristine = fresh
-        self._expect(fresh)
+        synchronize(self.ctx.device)
+        self.pristine, self.expected = fresh, None
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
@@ -267,6 +269,8 @@ class _Inputs:
                                           timeout=max(1.0, deadline - time.monotonic()), mark=mark)
         if timed:
             self.clock.add("timed device", timing.device_s)
+        if self.expected is None:
+            self._expect(self.pristine)
         problem = self.ctx.problem
         shape, dtype = self.layout
         if isinstance(output, OutputLayout):

@@ -192,6 +192,24 @@ class WorkerProcess:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+LOG_LIMIT = 64 << 20  # bytes a worker may write to one file (its log): past it, writes fail (EFBIG)
+PROFILED_LOG_LIMIT = 4 << 30  # under a profiler, which writes its report with the same limit
+
+
+def _limits(file_limit: int) -> None:
+    """In the child, before exec: no core dumps, files capped at `file_limit` bytes, and first in
+    line for the out-of-memory killer (so a worker that eats the host's memory dies, not the parent)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
                  sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
                  share_net: bool = False, scratch: Optional[Path] = None) -> WorkerProcess:
@@ -224,7 +242,8 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
         try:
             proc = subprocess.Popen([*wrapper, *command], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    preexec_fn=lambda: _limits(PROFILED_LOG_LIMIT if wrapper else LOG_LIMIT))
         finally:
             child_end.close()
     return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns)

@@ -74,7 +74,7 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str],
                      bandwidth: Optional[float] = None) -> Table:
     """Per-case detail for one submission (test / benchmark modes)."""
     timed = any(c.device for c in result.cases)
-    table = Table(title=f"{result.name}  ·  reads {result.variant or '?'}  ·  static scan: {result.scan.summary()}"
+    table = Table(title=f"{escape(result.name)}  ·  reads {result.variant or '?'}  ·  static scan: {result.scan.summary()}"
                         f"  ·  {fence(result)}", title_justify="left")
     table.add_column("case")
     table.add_column("status")
@@ -90,7 +90,7 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str],
             cells += [_us(n[k]) for k in ("median_us", "mean_us", "std_us", "min_us", "max_us")]
             cells += [_num(n["runs"]), _us(n["host_us"]), _us(n["tail_us"]), _num(n["gbps"]),
                       _num(n["pct_bandwidth"], "{:.0f}%"), _us(n["audit_us"])]
-        detail = c.reason + "".join(f"\n[yellow]⚠ {w}[/]" for w in c.warnings)
+        detail = escape(c.reason) + "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in c.warnings)
         table.add_row(*cells, detail)
     return table
 
@@ -120,7 +120,7 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
             mark = "[yellow]⚠[/]" if c and c.warnings else ""
             cells.append(_us(c.device.median * 1e6) + mark if c and c.ok and c.device else "[red]x[/]" if c else "-")
         geo, roof = r.geomean_us(), r.geomean_roofline(bandwidth)
-        table.add_row(str(rank) if geo is not None else "-", r.name, _status(r.ok), _us(geo),
+        table.add_row(str(rank) if geo is not None else "-", escape(r.name), _status(r.ok), _us(geo),
                       _num(roof * 100 if roof else None, "{:.0f}%"), *cells, _scan_cell(r), _failure_reason(r, label))
     return table
 
@@ -128,9 +128,9 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
 def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
     """A submission's outcome as it finishes: status, geomean, per-case medians or the reason."""
     if not r.ok:
-        return f"{r.name}: FAIL: {_failure_reason(r, label)}"
+        return f"{escape(r.name)}: FAIL: {_failure_reason(r, label)}"
     cases = ", ".join(f"{_case_label(c, label)} {_us(c.device.median * 1e6)}" for c in r.cases if c.device)
-    return f"{r.name}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
+    return f"{escape(r.name)}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
 
 
 PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "audit",
@@ -148,7 +148,7 @@ def phase_line(r: SubmissionResult) -> str:
     if not r.phases:
         return ""
     parts = [f"{name} {r.phases[name]:.2f}" for name in PHASE_ORDER if name in r.phases]
-    return f"{r.name}: {r.phases.get('total', 0.0):.1f} s = " + " · ".join(parts) + " s"
+    return f"{escape(r.name)}: {r.phases.get('total', 0.0):.1f} s = " + " · ".join(parts) + " s"
 
 
 def _scan_cell(r: SubmissionResult) -> str:
@@ -158,13 +158,13 @@ def _scan_cell(r: SubmissionResult) -> str:
 
 def _failure_reason(r: SubmissionResult, label: Callable[[dict], str]) -> str:
     if r.error:
-        return r.error
+        return escape(r.error)
     failed = [c for c in r.cases if not c.ok and not c.reason.startswith("not run")]
     if not failed:
         return ""
     first = failed[0]
     more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-    return f"{first.kind} {_case_label(first, label)}: {first.reason}{more}"
+    return f"{first.kind} {_case_label(first, label)}: {escape(first.reason)}{more}"
 
 
 def _case_label(c: CaseResult, label: Callable[[dict], str]) -> str:

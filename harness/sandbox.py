@@ -140,6 +140,11 @@ class Sandbox:
     # -- plumbing
     def _send(self, msg: Any, fds: Sequence[int] = ()) -> None:
         self.wait_ready()
+        if self.worker.channel.pending():  # a reply sent before the question cannot be this call's
+            if not self.worker.alive():
+                raise self._death("before the next request")
+            self.worker.kill()
+            raise WorkerFailure("protocol", "the worker sent a message nobody asked for")
         try:
             self.worker.channel.send(msg, fds)
         except OSError:
@@ -190,4 +195,5 @@ def _number(value: Any) -> float:
 
 
 def _text(value: Any, limit: int = 400) -> str:
-    return " ".join(str(value).split())[:limit]
+    """Worker-supplied text as one printable line (no terminal control sequences)."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in str(value)[:limit * 4]).split())[:limit]

@@ -185,3 +185,34 @@ def test_files_written_stay_in_the_scratch(problem, cpu, arena):
     assert result.ok, first_failure(result)
     assert not [p for p in places if (p / "mla-eval-escaped.txt").exists()]
     assert set(Path(tempfile.gettempdir()).glob("mla-eval-worker-*")) <= scratches, "a scratch folder was left"
+
+
+def test_a_flooded_log_stays_bounded(problem, cpu, arena):
+    from harness.launch import LOG_LIMIT
+
+    result, _ = attack(problem, cpu, arena, "floods_log.py", test_case=60)
+    assert not result.ok and "File too large" in first_failure(result)
+    assert Path(result.log).stat().st_size <= LOG_LIMIT
+
+
+def test_replies_sent_before_the_question_are_refused(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "replies_early.py")
+    assert not result.ok and "protocol: the worker sent a message nobody asked for" in first_failure(result)
+
+
+def test_a_deeply_nested_reply_is_a_protocol_failure(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "nests_json.py")
+    assert not result.ok and "protocol: malformed message" in first_failure(result)
+
+
+def test_markup_in_a_reason_is_shown_as_text(problem, cpu, arena):
+    from rich.console import Console
+
+    from harness import report
+
+    result, _ = attack(problem, cpu, arena, "marks_up_reason.py")
+    assert not result.ok and "\x1b" not in first_failure(result)
+    console = Console(width=200, record=True, color_system=None)
+    console.print(report.submission_table(result, problem.label))
+    text = console.export_text()
+    assert "[green]pass[/]" in text  # printed literally, not rendered as a green "pass"

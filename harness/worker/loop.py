@@ -75,7 +75,7 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                     call = capture_graph(kernel, data)
                     channel.send({"op": "captured", "ok": True, "message": ""})
                 except Exception as exc:  # not capturable: plain calls go on
-                    traceback.print_exc()
+                    _log_traceback()
                     call = kernel
                     if timer.gpu:
                         torch.cuda.synchronize()
@@ -85,7 +85,7 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
             elif op == "profile":
                 channel.send({"op": "profile", "table": _profile(kernel, data, int(msg.get("rows", 12)))})
         except BaseException as exc:  # the submission's fault (SystemExit included): report it, keep serving
-            traceback.print_exc()
+            _log_traceback()
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
             channel.send({"op": "error", "kind": "out of memory" if oom else "exception", "message": one_line(exc)})
 
@@ -112,6 +112,15 @@ def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any) -> dic
     return {"op": "output", "copied": copied, "layout": layout, **timing}
 
 
+def _log_traceback() -> None:
+    """The traceback into the log, unless the log cannot take it (full: see LOG_LIMIT in
+    harness/launch.py)."""
+    try:
+        traceback.print_exc()
+    except OSError:
+        pass
+
+
 class _LoadError(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -134,10 +143,10 @@ def _load(path: str):
         hint = ""
         if name and name.split(".")[0] in ("aiter", "hip", "triton_kernels"):
             hint = f" ({name.split('.')[0]} is an AMD ROCm package; this machine does not have it)"
-        traceback.print_exc()
+        _log_traceback()
         raise _LoadError("import error", f"{one_line(exc)}{hint}") from None
     except BaseException as exc:  # anything at import time, SystemExit included
-        traceback.print_exc()
+        _log_traceback()
         raise _LoadError("import error", f"failed while importing: {one_line(exc)}") from None
     kernel = getattr(module, "custom_kernel", None)
     if kernel is None:

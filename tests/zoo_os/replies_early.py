@@ -1,0 +1,31 @@
+"""Tries: answer before it is asked: a background thread queues ready-made "output" replies (1 µs
+each) on its channel, so the parent would take one for the next call's answer and time.
+Must get: a protocol failure (a message nobody asked for); nothing it queued is taken as a result."""
+import json
+import os
+import stat
+import struct
+import threading
+import time
+
+import reference
+
+FORGED = json.dumps({"op": "output", "copied": True, "layout": {"shape": [1], "dtype": "bfloat16", "device": "cpu"},
+                     "device_s": 1e-6, "host_s": 1e-6, "tail_s": 0.0, "replaced": []}).encode()
+
+
+def flood():
+    time.sleep(0.5)  # after the harness's own "ready"
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack("!I", len(FORGED)) + FORGED)
+        except OSError:
+            pass
+
+
+threading.Thread(target=flood, daemon=True).start()
+
+
+def custom_kernel(data):
+    return reference.ref_kernel(data)
