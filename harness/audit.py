@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from harness.engine import PhaseClock, RunContext, SubmissionResult
+    from harness.engine import PhaseClock, RunContext
+    from harness.results import SubmissionResult
     from harness.sandbox import Sandbox
 
 AUDIT_CALLS = 3

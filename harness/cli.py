@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
 
 if TYPE_CHECKING:
-    from harness.engine import RunContext, SubmissionResult
+    from harness.engine import RunContext
+    from harness.results import SubmissionResult
 
 # torch (harness.device, harness.engine, harness.report) is imported only after the first
 # submission's worker has been started, so that both processes import it at the same time.

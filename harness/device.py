@@ -10,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 import platform
 import time
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +27,8 @@ class DeviceInfo:
 
     @property
     def torch_device(self) -> torch.device:
+        import torch
+
         return torch.device(self.type)
 
     @property
@@ -41,6 +45,8 @@ class DeviceError(RuntimeError):
 
 def device_type(requested: str | None = None) -> str:
     """"cpu" or "cuda" (NVIDIA or ROCm), without initialising a GPU context."""
+    import torch
+
     if requested not in (None, "cpu", "cuda"):
         raise DeviceError(f"--device must be cpu or cuda, got {requested!r}")
     if requested == "cpu" or (requested is None and not torch.cuda.is_available()):
@@ -52,11 +58,15 @@ def device_type(requested: str | None = None) -> str:
 
 def gpu_l2_bytes() -> int:
     """The first visible GPU's L2 (last-level) cache size; unknown: assume a large one."""
+    import torch
+
     return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 256 * 2**20
 
 
 def detect(requested: str | None = None) -> DeviceInfo:
     """The device to evaluate on: `requested` ("cpu" or "cuda") or the first GPU if there is one."""
+    import torch
+
     if device_type(requested) == "cpu":
         return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine() or "cpu",
                           platform.machine() or "cpu", 0, 1)
@@ -73,6 +83,8 @@ def detect(requested: str | None = None) -> DeviceInfo:
 def fp8_dtype(info: DeviceInfo) -> torch.dtype:
     """e4m3 as the hardware does it: MI300 (gfx942) uses the `fnuz` variant, NVIDIA, MI355X
     (gfx950) and the CPU use OCP `e4m3fn`."""
+    import torch
+
     if info.vendor == "amd" and info.arch.startswith("gfx94"):
         return torch.float8_e4m3fnuz
     return torch.float8_e4m3fn
@@ -80,6 +92,8 @@ def fp8_dtype(info: DeviceInfo) -> torch.dtype:
 
 def versions() -> dict[str, str]:
     """Software versions worth recording with every result."""
+    import torch
+
     out = {"torch": torch.__version__, "python": platform.python_version()}
     try:
         import triton
@@ -98,6 +112,8 @@ def measure_copy_bandwidth(size_bytes: int = 1 << 30, repeats: int = 10, rounds:
     (the number the floors and roofline percentages are relative to). It copies for `warmup_s`
     first, then keeps the best of `rounds` timed rounds: other work on the GPU (a worker starting
     beside it) can slow one round."""
+    import torch
+
     src = torch.empty(size_bytes, dtype=torch.uint8, device="cuda").fill_(1)
     dst = torch.empty_like(src)
     end_warmup = time.perf_counter() + warmup_s
@@ -120,5 +136,7 @@ def measure_copy_bandwidth(size_bytes: int = 1 << 30, repeats: int = 10, rounds:
 
 
 def synchronize(info: DeviceInfo) -> None:
+    import torch
+
     if info.is_gpu:
         torch.cuda.synchronize()

@@ -26,61 +26,12 @@ from harness.device import DeviceInfo, synchronize
 from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
 from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
-from harness.scan import ScanResult, declared_variant, scan
+from harness.scan import declared_variant, scan
 from harness.spec import Case
-from harness.timing import CallTiming, Stats, should_stop, summarize
+from harness.results import CaseResult, SubmissionResult
+from harness.timing import (FLOOR_FACTOR, CallTiming, noise_warnings, should_stop, summarize, tail_problem,
+                            timing_problem)
 from harness.verdict import Verdict, judge, tensors
-
-
-@dataclasses.dataclass
-class CaseResult:
-    kind: str            # "test" or "benchmark"
-    index: int
-    name: str
-    ok: bool
-    reason: str = ""     # why it failed (or what it matched)
-    device: Optional[Stats] = None  # device time per call (benchmark cases)
-    host: Optional[Stats] = None    # host time per call
-    tail: Optional[Stats] = None    # device-wide synchronize after each timed call (other streams)
-    bytes: Optional[int] = None     # bytes the submission's variant must move at least (roofline)
-    warnings: tuple[str, ...] = ()  # why the numbers may be unreliable
-    profile: str = ""
-    audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/audit.py)
-    args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
-
-
-@dataclasses.dataclass
-class SubmissionResult:
-    path: str
-    sha256: str
-    ok: bool = True
-    error: str = ""      # a failure that stopped the whole submission (import, crash, ...)
-    cases: list[CaseResult] = dataclasses.field(default_factory=list)
-    log: str = ""
-    scan: ScanResult = ScanResult("not scanned", ())
-    variant: str = ""    # the input variant it reads (KV format), for the roofline
-    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
-    sandboxed: bool = False  # its worker ran inside the OS sandbox
-    audit: str = "not audited"  # what the profiler's audit of its timings found (harness/audit.py)
-
-    @property
-    def name(self) -> str:
-        return Path(self.path).name
-
-    def geomean_roofline(self, bandwidth: Optional[float]) -> Optional[float]:
-        """Geometric mean over benchmark cases of achieved bytes/s over the device's bandwidth."""
-        fractions = [c.bytes / c.device.median / bandwidth for c in self.cases
-                     if c.kind == "benchmark" and c.ok and c.device and c.bytes and bandwidth]
-        return _geomean(fractions) if self.ok else None
-
-    def geomean_us(self) -> Optional[float]:
-        times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
-        mean = _geomean(times) if self.ok else None
-        return mean * 1e6 if mean is not None else None
-
-
-def _geomean(values: list[float]) -> Optional[float]:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 # progress(event, **info): "case_start" (case), "call" (case, done, total), "case_end" (result)
@@ -107,16 +58,6 @@ class PhaseClock:
             return fn(*args, **kwargs)
         finally:
             self.add(name, time.perf_counter() - start)
-
-
-# Work left on other streams after the end event shows as the time a device-wide synchronize
-# takes right after it (the "tail"). Honest calls on the H200 (BENCHMARKS.md): median tails of
-# 18-27 µs on small cases and up to 86 µs on the 8k cases, one call 110 µs. Hiding work only pays
-# when the hidden part exceeds what the events show, so the tail is compared with the device time:
-TAIL_GROSS_S = 1e-3      # one call: rejected if its tail exceeds max(1 ms, its device time)
-TAIL_MEDIAN_S = 50e-6    # a case: rejected if the median tail exceeds max(50 µs, the median device time)
-# The floor check allows reads up to 25% faster than the measured copy bandwidth.
-FLOOR_FACTOR = 0.8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,30 +234,6 @@ def layout_problem(output: OutputLayout, shape: tuple[int, ...], dtype: torch.dt
     return f"output on {output.device}, expected on {device.type}"
 
 
-def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str]:
-    """Why a call's timing cannot be trusted, or None."""
-    if not timing.device_s > 0 or not timing.host_s >= 0 or not timing.tail_s >= 0:
-        return f"impossible time reported by the worker: {timing.device_s!r} s"
-    if timing.replaced:
-        return f"timer function {timing.replaced[0]} was replaced by the submission"
-    if timing.tail_s > max(TAIL_GROSS_S, timing.device_s):
-        return f"work continued on another stream after the timed call: {timing.tail_s * 1e3:.2f} ms"
-    if floor_s is not None and timing.device_s < floor_s:
-        return (f"impossible time: {timing.device_s * 1e6:.2f} µs is below the physical floor of "
-                f"{floor_s * 1e6:.2f} µs for the bytes this case must read")
-    return None
-
-
-def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]:
-    """A case whose calls typically leave more work behind than the events measured."""
-    tail, device = statistics.median(tails), statistics.median(device_times)
-    limit = max(TAIL_MEDIAN_S, device)
-    if tail > limit:
-        return (f"work continued on another stream after the timed calls: median {tail * 1e6:.0f} µs "
-                f"after the end event, more than the {limit * 1e6:.0f} µs the events measured")
-    return None
-
-
 def _test_case(inputs: _Inputs) -> CaseResult:
     case = inputs.case
     verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + inputs.ctx.problem.spec.timeouts.test_case)
@@ -362,19 +279,6 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
                                                           timing.target_rel_ci))
-
-
-NOISY_STD = 0.10  # std above 10% of the median
-
-
-def noise_warnings(stats: Stats, elapsed: float, budget: float, target_rel_ci: float) -> tuple[str, ...]:
-    """Why a case's median may not be trustworthy: large spread, or the budget ran out first."""
-    out = []
-    if stats.median > 0 and stats.std / stats.median > NOISY_STD:
-        out.append(f"noisy: std is {stats.std / stats.median:.0%} of the median")
-    if stats.ci_rel > target_rel_ci and elapsed >= budget:
-        out.append(f"time budget hit: 95% CI of the median ±{stats.ci_rel:.1%} (target ±{target_rel_ci:.0%})")
-    return tuple(out)
 
 
 def _profile_case(inputs: _Inputs) -> CaseResult:

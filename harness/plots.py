@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from harness.engine import SubmissionResult
+from harness.results import SubmissionResult
 
 
 class PlotError(RuntimeError):

@@ -100,7 +100,7 @@ def slot_envs(gpus: int, workers: int, vendor: str) -> list[dict[str, str]]:
 
 
 def failed(path: Path, error: str):
-    from harness.engine import SubmissionResult
+    from harness.results import SubmissionResult
 
     return SubmissionResult(str(path), "", ok=False, error=error)
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from harness.engine import CaseResult, SubmissionResult
+from harness.results import CaseResult, SubmissionResult
 
 EXIT_OK, EXIT_NO_PIPE, EXIT_CHECK_FAILED, EXIT_BAD_TESTFILE = 0, 111, 112, 113
 _KEY = re.compile(r"[a-zA-Z_]\w*")

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.engine import CaseResult, SubmissionResult
+from harness.results import CaseResult, SubmissionResult
 
 # Wide tables stay readable when piped to a file or a CI log (rich would wrap at 80 columns).
 console = Console(highlight=False, width=None if Console().is_terminal else 200)
@@ -182,11 +182,12 @@ def history_table(rows: Sequence[Any]) -> Table:
 
 def runs_table(rows: Sequence[Any]) -> Table:
     table = Table(title="Runs (newest first)", title_justify="left")
-    for col in ("run", "started", "status", "mode", "device", "commit", "passed"):
+    for col in ("run", "started", "status", "mode", "device", "commit", "sandbox", "passed"):
         table.add_column(col)
     for r in rows:
+        fence = {1: "yes", 0: "[red]NO[/]"}.get(r["sandboxed"], "-")  # "-": a run from before the sandbox
         table.add_row(str(r["id"]), r["started"], r["status"], r["mode"], r["device"], r["git_commit"] or "-",
-                      f"{r['passed']}/{r['submissions']}")
+                      fence, f"{r['passed']}/{r['submissions']}")
     return table
 
 

@@ -10,6 +10,11 @@ import ast
 import dataclasses
 from pathlib import Path
 
+try:  # imported with this module, before any worker starts (harness/cli.py)
+    import kernelguard
+except ImportError:
+    kernelguard = None
+
 
 @dataclasses.dataclass(frozen=True)
 class ScanResult:
@@ -41,9 +46,7 @@ def declared_variant(path: Path, variants: list[str]) -> str:
 
 
 def scan(path: Path) -> ScanResult:
-    try:
-        import kernelguard
-    except ImportError:
+    if kernelguard is None:
         return ScanResult("not scanned (kernelguard not installed)", ())
     try:
         found = kernelguard.analyze_code(path.read_text(errors="replace"), compute_structural_hash=False)

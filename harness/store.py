@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.engine import SubmissionResult
+from harness.results import SubmissionResult
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -181,7 +181,7 @@ class Store:
     def runs(self, limit: int = 30) -> list[sqlite3.Row]:
         """Recent runs, newest first, with how many submissions passed."""
         return self._rows(
-            """SELECT r.id, r.started, r.status, r.mode, r.device, r.git_commit,
+            """SELECT r.id, r.started, r.status, r.mode, r.device, r.git_commit, r.sandboxed,
                       COUNT(s.id) AS submissions, COALESCE(SUM(s.ok), 0) AS passed
                FROM runs r LEFT JOIN submissions s ON s.run_id = r.id
                GROUP BY r.id ORDER BY r.id DESC LIMIT ?""", (limit,))

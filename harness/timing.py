@@ -1,7 +1,9 @@
-"""The parent's side of timing: what a worker reported, and the statistics over many calls.
+"""The parent's side of timing: what a worker reported, the rules that decide whether a reported
+time can stand, and the statistics over many calls.
 
 The timer itself runs in the worker (harness/worker/timer.py: the call happens there); the parent
-owns the statistics and the stopping rule.
+owns the integrity rules, the statistics and the stopping rule. (The vendor profiler's check is
+harness/audit.py.)
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from typing import Optional
 
 
 @dataclasses.dataclass(frozen=True)
 class CallTiming:
-    """What the worker reported for one call (untrusted: harness/integrity.py checks it)."""
+    """What the worker reported for one call (untrusted: `timing_problem` below checks it)."""
 
     device_s: float     # events on the caller's stream around the call (CPU: wall time)
     host_s: float       # CPU wall time from call to return
@@ -64,3 +67,50 @@ def should_stop(samples: list[float], elapsed: float, min_runs: int, max_runs: i
     if n >= max_runs or (n >= min_runs and elapsed >= max_seconds):
         return True
     return n >= min_runs and summarize(samples).ci_rel <= target_rel_ci
+
+
+# Work left on other streams after the end event shows as the time a device-wide synchronize
+# takes right after it (the "tail"). Honest calls on the H200 (BENCHMARKS.md): median tails of
+# 18-27 µs on small cases and up to 86 µs on the 8k cases, one call 110 µs. Hiding work only pays
+# when the hidden part exceeds what the events show, so the tail is compared with the device time:
+TAIL_GROSS_S = 1e-3      # one call: rejected if its tail exceeds max(1 ms, its device time)
+TAIL_MEDIAN_S = 50e-6    # a case: rejected if the median tail exceeds max(50 µs, the median device time)
+# The floor check allows reads up to 25% faster than the measured copy bandwidth.
+FLOOR_FACTOR = 0.8
+
+
+def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str]:
+    """Why a call's timing cannot be trusted, or None."""
+    if not timing.device_s > 0 or not timing.host_s >= 0 or not timing.tail_s >= 0:
+        return f"impossible time reported by the worker: {timing.device_s!r} s"
+    if timing.replaced:
+        return f"timer function {timing.replaced[0]} was replaced by the submission"
+    if timing.tail_s > max(TAIL_GROSS_S, timing.device_s):
+        return f"work continued on another stream after the timed call: {timing.tail_s * 1e3:.2f} ms"
+    if floor_s is not None and timing.device_s < floor_s:
+        return (f"impossible time: {timing.device_s * 1e6:.2f} µs is below the physical floor of "
+                f"{floor_s * 1e6:.2f} µs for the bytes this case must read")
+    return None
+
+
+def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]:
+    """A case whose calls typically leave more work behind than the events measured."""
+    tail, device = statistics.median(tails), statistics.median(device_times)
+    limit = max(TAIL_MEDIAN_S, device)
+    if tail > limit:
+        return (f"work continued on another stream after the timed calls: median {tail * 1e6:.0f} µs "
+                f"after the end event, more than the {limit * 1e6:.0f} µs the events measured")
+    return None
+
+
+NOISY_STD = 0.10  # std above 10% of the median
+
+
+def noise_warnings(stats: Stats, elapsed: float, budget: float, target_rel_ci: float) -> tuple[str, ...]:
+    """Why a case's median may not be trustworthy: large spread, or the budget ran out first."""
+    out = []
+    if stats.median > 0 and stats.std / stats.median > NOISY_STD:
+        out.append(f"noisy: std is {stats.std / stats.median:.0%} of the median")
+    if stats.ci_rel > target_rel_ci and elapsed >= budget:
+        out.append(f"time budget hit: 95% CI of the median ±{stats.ci_rel:.1%} (target ±{target_rel_ci:.0%})")
+    return tuple(out)

@@ -216,3 +216,30 @@ def test_markup_in_a_reason_is_shown_as_text(problem, cpu, arena):
     console.print(report.submission_table(result, problem.label))
     text = console.export_text()
     assert "[green]pass[/]" in text  # printed literally, not rendered as a green "pass"
+
+
+def test_runs_record_the_fence_and_a_dead_run_is_marked(tmp_path, cpu):
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("test", "t", cpu, {}, sandboxed=True)
+    store.db.execute("UPDATE runs SET pid = 999999999 WHERE id = ?", (run,))  # a process that does not exist
+    store.db.commit()
+    stopped = store.start_run("test", "t", cpu, {}, sandboxed=False)
+    store.end_run(stopped, "interrupted")
+    store.close()
+    rows = {r["id"]: r for r in Store(tmp_path / "r.db").runs()}
+    assert (rows[run]["status"], rows[run]["sandboxed"]) == ("died", 1)
+    assert (rows[stopped]["status"], rows[stopped]["sandboxed"]) == ("interrupted", 0)
+
+
+def test_exports_say_whether_a_result_was_sandboxed(problem, cpu, arena, tmp_path):
+    import json
+
+    from harness import report
+
+    result, _ = attack(problem, cpu, arena, "overwrites_neighbours.py")
+    out = tmp_path / "x.json"
+    report.write_exports([result], problem.label, None, {"sandboxed": True}, json_path=str(out))
+    exported = json.loads(out.read_text())
+    assert exported["run"]["sandboxed"] is True
+    assert exported["rows"] and all(row["sandboxed"] is True and row["audit"] == "not audited"
+                                    for row in exported["rows"])

@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from harness.device import detect
-from harness.engine import CaseResult, SubmissionResult
+from harness.results import CaseResult, SubmissionResult
 from harness.store import Store
 from harness.timing import median_ci, should_stop, summarize
 
@@ -50,7 +50,7 @@ def test_a_failing_insert_leaves_no_half_written_submission(tmp_path, monkeypatc
 
 
 def test_timing_integrity_rules():
-    from harness.engine import tail_problem, timing_problem
+    from harness.timing import tail_problem, timing_problem
     from harness.timing import CallTiming
 
     ok = CallTiming(device_s=600e-6, host_s=30e-6, tail_s=110e-6, replaced=())
@@ -68,7 +68,7 @@ def test_timing_integrity_rules():
 
 
 def test_noise_warnings():
-    from harness.engine import noise_warnings
+    from harness.timing import noise_warnings
     from harness.timing import summarize
 
     steady = summarize([10.0, 10.1, 9.9, 10.0, 10.05] * 4)

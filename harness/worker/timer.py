@@ -1,8 +1,8 @@
 """The worker's timer: runs inside the sandbox, beside the submission, and reports raw numbers.
 
 Nothing here is trusted: a submission can patch anything in its own process, this timer included.
-What it reports is checked from outside (harness/integrity.py: the physical floor, the replaced
-timer functions it reports honestly when unpatched, and on NVIDIA the profiler's audit,
+What it reports is checked from outside (harness/timing.py: the physical floor, the replaced
+timer functions it reports honestly when unpatched; on NVIDIA the profiler's audit,
 harness/audit.py).
 """
 

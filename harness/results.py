@@ -1,0 +1,63 @@
+"""What an evaluation produced: plain data, no torch. Everything downstream of the engine (report,
+store, plots, popcorn, the pool and Ray) reads these."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Optional
+
+from harness.scan import ScanResult
+from harness.timing import Stats
+
+
+@dataclasses.dataclass
+class CaseResult:
+    kind: str            # "test" or "benchmark"
+    index: int
+    name: str
+    ok: bool
+    reason: str = ""     # why it failed (or what it matched)
+    device: Optional[Stats] = None  # device time per call (benchmark cases)
+    host: Optional[Stats] = None    # host time per call
+    tail: Optional[Stats] = None    # device-wide synchronize after each timed call (other streams)
+    bytes: Optional[int] = None     # bytes the submission's variant must move at least (roofline)
+    warnings: tuple[str, ...] = ()  # why the numbers may be unreliable
+    profile: str = ""
+    audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/audit.py)
+    args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
+
+
+@dataclasses.dataclass
+class SubmissionResult:
+    path: str
+    sha256: str
+    ok: bool = True
+    error: str = ""      # a failure that stopped the whole submission (import, crash, ...)
+    cases: list[CaseResult] = dataclasses.field(default_factory=list)
+    log: str = ""
+    scan: ScanResult = ScanResult("not scanned", ())
+    variant: str = ""    # the input variant it reads (KV format), for the roofline
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
+    sandboxed: bool = False  # its worker ran inside the OS sandbox
+    audit: str = "not audited"  # what the profiler's audit of its timings found (harness/audit.py)
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def geomean_roofline(self, bandwidth: Optional[float]) -> Optional[float]:
+        """Geometric mean over benchmark cases of achieved bytes/s over the device's bandwidth."""
+        fractions = [c.bytes / c.device.median / bandwidth for c in self.cases
+                     if c.kind == "benchmark" and c.ok and c.device and c.bytes and bandwidth]
+        return _geomean(fractions) if self.ok else None
+
+    def geomean_us(self) -> Optional[float]:
+        times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
+        mean = _geomean(times) if self.ok else None
+        return mean * 1e6 if mean is not None else None
+
+
+def _geomean(values: list[float]) -> Optional[float]:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None

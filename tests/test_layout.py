@@ -1,0 +1,51 @@
+"""The import graph keeps its shape: the sandboxed side imports nothing of the parent's, and the
+results everything downstream reads are torch-free."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+HARNESS = ROOT / "harness"
+# What code inside the sandbox may import from the harness: the wire it shares with the parent and
+# the `task` / `utils` modules competition files import.
+WORKER_MAY_IMPORT = {"harness.channel", "harness.shared_memory", "harness.compat", "harness.worker",
+                     "harness.worker.timer", "harness.worker.loop"}
+
+
+def harness_imports(path: Path) -> set[str]:
+    """The harness modules a file imports (`from harness import x` counts as harness.x)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "harness":
+            found |= {f"harness.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness."):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("harness")}
+    return found
+
+
+def test_the_sandboxed_side_imports_nothing_of_the_parents():
+    for path in sorted((HARNESS / "worker").glob("*.py")):
+        imported = harness_imports(path)
+        assert imported <= WORKER_MAY_IMPORT, f"{path.name} imports {sorted(imported - WORKER_MAY_IMPORT)}"
+    for shared in ("channel.py", "shared_memory.py", "compat.py"):
+        assert harness_imports(HARNESS / shared) == set(), shared
+
+
+def test_downstream_modules_read_the_results_not_the_engine():
+    for name in ("results.py", "report.py", "store.py", "plots.py", "popcorn.py", "timing.py"):
+        assert "harness.engine" not in harness_imports(HARNESS / name), name
+
+
+def test_results_and_history_need_no_torch(tmp_path):
+    code = ("import sys; import harness.results, harness.report, harness.store, harness.popcorn; "
+            "from harness.cli import main; "
+            f"assert main(['--mode', 'history', '--db', {str(tmp_path / 'r.db')!r}]) == 0; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
