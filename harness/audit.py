@@ -147,70 +147,75 @@ def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", 
 
 
 def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"], clock: "PhaseClock") -> None:
-    from harness.engine import _Inputs, _result
-    from harness.sandbox import WorkerFailure
-
     timed = [c for c in result.cases if c.kind == "benchmark" and c.ok and c.device is not None]
     if not timed or box is None:
         result.audit = why_not(ctx) or "not audited (no timed case)"
         if box is not None:
             box.close()
         return
-    report = _report_path(box.worker.scratch)
     cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
-    timeouts = ctx.problem.spec.timeouts
-    failure = None
-    try:
-        clock.timed("start", box.wait_ready)
-        for c in timed:
-            inputs = _Inputs(ctx, cases[c.index], clock)
-            inputs.share(box)
-            seeds = ctx.timed_seeds(cases[c.index])
-            for call in range(1 + AUDIT_CALLS):
-                if call:
-                    inputs.refill(seeds() ^ 0x5A5A5A5A)
-                deadline = time.monotonic() + timeouts.benchmark_case
-                verdict, _ = inputs.call(False, deadline, mark=f"{MARK}/warmup/{c.index}" if call == 0 else f"{MARK}/{c.index}")
-                if not verdict.ok:
-                    failure = f"audit call on {c.name}: {verdict.reason}"
-                    break
-            if failure:
-                break
-    except WorkerFailure as exc:
-        failure = f"audit run: {exc.kind}: {exc}"
-    finally:  # the profiler writes its report after the worker exits
-        clock.timed("report", box.worker.close, grace=120)
+    failure = _profiled_calls(ctx, box, [cases[c.index] for c in timed], clock)
+    totals: dict[int, float] = {}
     if failure is None:
         try:
-            totals = per_case(kernel_times(report.read_text(errors="replace")))
+            totals = per_case(kernel_times(_report_path(box.worker.scratch).read_text(errors="replace")))
         except OSError as exc:
-            totals, failure = {}, f"audit failed: no profiler report ({exc.strerror})"
+            failure = f"audit failed: no profiler report ({exc.strerror})"
     if failure:
-        result.audit = failure
-        result.ok = False
+        result.audit, result.ok = failure, False
         result.error = result.error or failure
         return
-    worst = 0.0
+    _judge(result, cases, totals)
+
+
+def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "PhaseClock") -> Optional[str]:
+    """A warm-up and AUDIT_CALLS checked calls on fresh inputs per case, in the profiled worker;
+    the first failure, or None. The worker is closed at the end (the profiler then writes its report)."""
+    from harness.engine import _Inputs
+    from harness.sandbox import WorkerFailure
+
+    try:
+        clock.timed("start", box.wait_ready)
+        for case in cases:
+            inputs = _Inputs(ctx, case, clock)
+            inputs.share(box)
+            seeds = ctx.timed_seeds(case)
+            for call in range(1 + AUDIT_CALLS):
+                if call:
+                    inputs.refill(seeds() ^ 0x5A5A5A5A)  # not the timed calls' inputs
+                mark = f"{MARK}/{case.index}" if call else f"{MARK}/warmup/{case.index}"
+                verdict, _ = inputs.call(False, time.monotonic() + ctx.problem.spec.timeouts.benchmark_case, mark)
+                if not verdict.ok:
+                    return f"audit call on {case.name}: {verdict.reason}"
+    except WorkerFailure as exc:
+        return f"audit run: {exc.kind}: {exc}"
+    finally:  # the profiler writes its report after the worker exits
+        clock.timed("report", box.worker.close, grace=120)
+    return None
+
+
+def _judge(result: "SubmissionResult", cases: dict, totals: dict[int, float]) -> None:
+    """Compare each timed median with the profiler's GPU time per call; fail the cases below it by
+    more than TOLERANCE, and (failing closed) those whose calls the profiler did not see."""
+    from harness.engine import _result
+
+    worst, missing = 0.0, 0
     for i, c in enumerate(result.cases):
-        if c not in timed:
+        if c.kind != "benchmark" or not c.ok or c.device is None:
             continue
         audit_s = totals.get(c.index, 0.0) / AUDIT_CALLS
         c.audit_s = audit_s
-        if audit_s > 0:
+        stats = dict(device=c.device, host=c.host, tail=c.tail, bytes=c.bytes, audit_s=audit_s)
+        if audit_s <= 0:
+            missing += 1
+            reason = "the profiler saw no GPU kernels in this case's audit calls (a GPU submission must compute on the GPU)"
+        elif c.device.median < audit_s * (1 - TOLERANCE):
+            reason = (f"timed median {c.device.median * 1e6:.1f} µs is below the profiler's {audit_s * 1e6:.1f} µs "
+                      f"of GPU work per call (audit, tolerance {TOLERANCE:.0%})")
+        else:
             worst = max(worst, 1 - c.device.median / audit_s)
-        if audit_s > 0 and c.device.median < audit_s * (1 - TOLERANCE):
-            result.cases[i] = _result(cases[c.index], False,
-                                      f"timed median {c.device.median * 1e6:.1f} µs is below the profiler's "
-                                      f"{audit_s * 1e6:.1f} µs of GPU work per call (audit, tolerance "
-                                      f"{TOLERANCE:.0%})", device=c.device, host=c.host, tail=c.tail,
-                                      bytes=c.bytes, audit_s=audit_s)
-            result.ok = False
-    missing = [i for i, c in enumerate(result.cases) if c in timed and not totals.get(c.index)]
-    for i in missing:  # fail closed: a case whose calls the profiler did not see cannot be vouched for
-        c = result.cases[i]
-        result.cases[i] = _result(cases[c.index], False, "the profiler saw no GPU kernels in this case's audit calls "
-                                  "(a GPU submission must compute on the GPU)", device=c.device, host=c.host,
-                                  tail=c.tail, bytes=c.bytes, audit_s=0.0)
+            continue
+        result.cases[i] = _result(cases[c.index], False, reason, **stats)
         result.ok = False
-    result.audit = (f"audited by ncu: {AUDIT_CALLS} calls per case, timed medians at most {worst:.0%} below"
-                    if not missing else f"audit failed: no kernels seen in {len(missing)} case(s)")
+    result.audit = (f"audit failed: no kernels seen in {missing} case(s)" if missing else
+                    f"audited by ncu: {AUDIT_CALLS} calls per case, timed medians at most {max(worst, 0):.0%} below")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
 
 if TYPE_CHECKING:
+    from harness.config import RunConfig
     from harness.engine import RunContext
     from harness.results import SubmissionResult
 
@@ -201,14 +202,13 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
         store.save_bandwidth(device.name, bandwidth)
         report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
     graph = args.graph and device.is_gpu
-    ctx = RunContext(problem, device, small, Path(args.logs), bandwidth=bandwidth, graph=graph,
-                     sandbox=args.sandbox, private=private_paths(args), audit=not args.no_audit,
-                     **({"secret": args.seed} if args.seed is not None else {}))
+    config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
+    ctx = config.context()
     pool = _pool_plan(args, device) if _parallel(args) else None
     run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if graph else "events",
                              sandboxed=sandboxed)
     try:
-        results = _evaluate_all(args, ctx, store, run_id, problem, submissions, pool, early)
+        results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early)
     except BaseException as exc:
         store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
         raise
@@ -244,10 +244,22 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
         import harness.plots  # noqa: F401
 
 
-def _evaluate_all(args: argparse.Namespace, ctx: RunContext, store, run_id: int, problem, submissions: list[Path],
-                  pool, early) -> list[SubmissionResult]:
+def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
+    """The run's one configuration, from the command line; `facts`: what the run measured or was
+    handed (bandwidth, popcorn's seed and cases)."""
+    from harness.config import RunConfig
+
+    given = {"secret": args.seed} if args.seed is not None else {}
+    return RunConfig(**{"mode": args.mode, "task": task, "device": args.device, "small": args.small,
+                        "log_dir": args.logs, "graph": args.graph, "policy": args.check, "max_seconds": args.budget,
+                        "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
+                        "audit": not args.no_audit, **given, **facts})
+
+
+def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store, run_id: int,
+                  submissions: list[Path], pool, early) -> list[SubmissionResult]:
     from harness import report
-    from harness.engine import evaluate
+    from harness.engine import evaluate, plan
 
     EVALUATIONS[0] = time.perf_counter()
 
@@ -255,11 +267,12 @@ def _evaluate_all(args: argparse.Namespace, ctx: RunContext, store, run_id: int,
         store.add_submission(run_id, result)
         _show(args, result, problem, len(submissions), ctx.bandwidth)
 
+    problem = ctx.problem
     if pool is not None:
-        results = _evaluate_parallel(args, ctx, submissions, record, *pool)
+        results = _evaluate_parallel(args, config, ctx.device, submissions, record, *pool)
     else:
         results = []
-        n_cases = _case_count(problem, args.mode, ctx.small)
+        n_cases = len(plan(problem.spec, args.mode, ctx.small))
         for i, path in enumerate(submissions):
             with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
                 # the first one adopts the worker started before torch was imported
@@ -347,18 +360,14 @@ def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:
     return gpus, workers
 
 
-def _evaluate_parallel(args: argparse.Namespace, ctx: RunContext, submissions: list[Path], record,
+def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, submissions: list[Path], record,
                        gpus: int, workers: int) -> list[SubmissionResult]:
-    """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py)."""
+    """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py), each
+    handed the run's configuration as it is (pinned to its GPU, or to the CPU)."""
     from harness import report
-    from harness.pool import EvalSettings, PoolError, evaluate_parallel, slot_envs
+    from harness.pool import PoolError, evaluate_parallel, slot_envs
 
-    device = ctx.device
-    settings = EvalSettings(task=str(ctx.problem.spec.path), mode=args.mode,
-                            device=None if gpus else "cpu", small=ctx.small, log_dir=str(ctx.log_dir),
-                            secret=ctx.secret, bandwidth=ctx.bandwidth, graph=ctx.graph,
-                            policy=ctx.problem.policy or None, max_seconds=ctx.problem.spec.timing.max_seconds,
-                            sandbox=ctx.sandbox, private=tuple(str(p) for p in ctx.private), audit=ctx.audit)
+    settings = dataclasses.replace(config, device=None if gpus else "cpu")
     done = lambda index, result: record(result)  # noqa: E731
     if args.backend == "ray":
         from harness.ray_backend import RayMissing, evaluate_ray
@@ -402,7 +411,7 @@ def _popcorn(args: argparse.Namespace) -> int:
 
     from harness import popcorn, report
     from harness.device import detect, measure_copy_bandwidth
-    from harness.engine import RunContext, evaluate
+    from harness.engine import evaluate
     from harness.spec import check_case
 
     fd, seed = popcorn.take_secrets()  # first: no worker may ever see these
@@ -422,17 +431,13 @@ def _popcorn(args: argparse.Namespace) -> int:
     except (popcorn.BadTestFile, SpecError) as exc:
         report.error(str(exc))
         return popcorn.EXIT_BAD_TESTFILE
-    spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases,
-                               cpu=dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases))
-    problem = dataclasses.replace(problem, spec=spec)
     submission = resolve_submissions(args.submission or ["submission.py"])[0]
     device = detect(args.device)
     os.set_inheritable(fd, False)
     with os.fdopen(fd, "w", buffering=1) as out:
-        ctx = RunContext(problem, device, small=False, log_dir=Path(args.logs), secret=seed,
-                         bandwidth=measure_copy_bandwidth() if device.is_gpu else None,
-                         sandbox="require", private=private_paths(args), audit=not args.no_audit)
-        result = evaluate(submission, ctx, mode)
+        config = run_config(args, str(problem.spec.path), mode=mode, secret=seed, sandbox="require",
+                            cases=tuple(cases), bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
+        result = evaluate(submission, config.context(), mode)
         passed = popcorn.write_result(out, mode, result)
     return popcorn.EXIT_OK if passed else popcorn.EXIT_CHECK_FAILED
 
@@ -492,12 +497,6 @@ def resolve_submissions(paths: Sequence[str]) -> list[Path]:
             raise UsageError(f"{raw}: not a Python file (expected a .py submission)")
         out.append(path.resolve())
     return out
-
-
-def _case_count(problem, mode: str, small: bool) -> int:
-    tests = len(problem.spec.cases("test", small))
-    benches = len(problem.spec.cases("benchmark", small))
-    return {"test": tests, "benchmark": benches, "leaderboard": tests + benches, "profile": benches}[mode]
 
 
 if __name__ == "__main__":

@@ -110,15 +110,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
                               log=str(log_path(ctx.log_dir, path)),
                               variant=declared_variant(path, problem.spec.kv_formats))
     clock = PhaseClock(result.phases)
-    tests = problem.spec.cases("test", small)
-    benchmarks = problem.spec.cases("benchmark", small)
-    plan: list[tuple[Case, str]] = []
-    if mode in ("test", "leaderboard"):
-        plan += [(c, "test") for c in tests]
-    if mode in ("benchmark", "leaderboard"):
-        plan += [(c, "benchmark") for c in benchmarks]
-    if mode == "profile":
-        plan += [(c, "profile") for c in benchmarks]
+    steps = plan(problem.spec, mode, small)
 
     timeouts = problem.spec.timeouts
     box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup, started,
@@ -127,7 +119,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     result.sandboxed = box.sandboxed
     # The worker imports torch and the submission meanwhile; the scan runs in the parent.
     result.scan = clock.timed("static scan", scan, path)
-    first = _Inputs(ctx, plan[0][0], clock) if plan else None  # made while the worker starts
+    first = _Inputs(ctx, steps[0][0], clock) if steps else None  # made while the worker starts
     try:
         clock.timed("worker start", box.wait_ready)
     except WorkerFailure as exc:
@@ -137,7 +129,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         return result
     auditor = None  # the audit's worker, started as the timed calls begin (leaderboard mode)
     with box:
-        for i, (case, action) in enumerate(plan):
+        for i, (case, action) in enumerate(steps):
             if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
                 result.cases.append(_result(case, False, "not run: a test case failed"))
                 continue
@@ -158,7 +150,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
                 if exc.fatal:
                     result.cases.append(outcome)
                     progress("case_end", result=outcome)
-                    for later, _ in plan[i + 1:]:
+                    for later, _ in steps[i + 1:]:
                         result.cases.append(_result(later, False, "not run: the worker died on an earlier case"))
                     break
             result.cases.append(outcome)
@@ -171,6 +163,14 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     shutil.rmtree(box.worker.scratch, ignore_errors=True)
     result.phases["total"] = time.perf_counter() - wall
     return result
+
+
+def plan(spec: Any, mode: str, small: bool) -> list[tuple[Case, str]]:
+    """The (case, action) steps of `mode`: tests, benchmarks, both (leaderboard) or profiles."""
+    tests, benchmarks = spec.cases("test", small), spec.cases("benchmark", small)
+    return ([(c, "test") for c in tests] if mode in ("test", "leaderboard") else []) + \
+        ([(c, "benchmark") for c in benchmarks] if mode in ("benchmark", "leaderboard") else []) + \
+        ([(c, "profile") for c in benchmarks] if mode == "profile" else [])
 
 
 class _Inputs:

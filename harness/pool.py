@@ -15,7 +15,6 @@ leaderboard runs; more per GPU only for `--mode test`, where nothing is timed.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import traceback
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch.multiprocessing as tmp
+
+from harness.config import RunConfig
 
 
 
@@ -60,36 +61,6 @@ class PoolError(RuntimeError):
     pass
 
 
-@dataclasses.dataclass(frozen=True)
-class EvalSettings:
-    """Everything an evaluator needs to rebuild the run's context on its own (picklable)."""
-
-    task: str                     # task.yml path (reference.py beside it)
-    mode: str
-    device: Optional[str]         # "cpu", "cuda" or None (detect)
-    small: bool
-    log_dir: str
-    secret: Optional[int]         # the run's secret: every evaluator draws the same case seeds
-    bandwidth: Optional[float]
-    graph: bool = False
-    policy: Optional[str] = None
-    max_seconds: Optional[float] = None
-    sandbox: str = "auto"
-    private: tuple[str, ...] = ()
-    audit: bool = True
-
-    def context(self):
-        from harness.device import detect
-        from harness.engine import RunContext
-        from harness.problem import configured, load_problem
-
-        problem = configured(load_problem(self.task), self.policy, self.max_seconds)
-        device = detect(self.device)
-        return RunContext(problem, device, self.small, Path(self.log_dir), secret=self.secret,
-                          bandwidth=self.bandwidth, graph=self.graph and device.is_gpu, sandbox=self.sandbox,
-                          private=tuple(Path(p) for p in self.private), audit=self.audit)
-
-
 def slot_envs(gpus: int, workers: int, vendor: str) -> list[dict[str, str]]:
     """The environment of each evaluator: `workers` of them spread round-robin over `gpus` GPUs
     (none pinned when gpus == 0: CPU workers)."""
@@ -105,12 +76,12 @@ def failed(path: Path, error: str):
     return SubmissionResult(str(path), "", ok=False, error=error)
 
 
-def _evaluator_main(conn: Any, settings: EvalSettings, env: dict[str, str]) -> None:
+def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
     """An evaluator process: pin the device, build the context once, then evaluate job after job."""
     os.environ.update(env)  # before anything initialises the GPU; the workers it starts inherit it
     from harness.engine import evaluate
 
-    ctx = settings.context()
+    ctx = config.context()
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -121,19 +92,19 @@ def _evaluator_main(conn: Any, settings: EvalSettings, env: dict[str, str]) -> N
             return
         index, path = job
         try:
-            conn.send(("result", index, evaluate(Path(path), ctx, settings.mode)))
+            conn.send(("result", index, evaluate(Path(path), ctx, config.mode)))
         except Exception as exc:  # a harness failure on this submission: report it, go on
             traceback.print_exc()
             conn.send(("result", index, failed(Path(path), f"harness error: {type(exc).__name__}: {exc}")))
 
 
 class _Slot:
-    def __init__(self, settings: EvalSettings, env: dict[str, str]):
-        self.settings, self.env = settings, env
+    def __init__(self, config: RunConfig, env: dict[str, str]):
+        self.config, self.env = config, env
         self.job: Optional[tuple[int, Path]] = None
         ctx = tmp.get_context("spawn")
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_evaluator_main, args=(child, settings, env), daemon=False,
+        self.proc = ctx.Process(target=_evaluator_main, args=(child, config, env), daemon=False,
                                 name=f"evaluator {env}")
         self.proc.start()
         child.close()
@@ -146,7 +117,7 @@ class _Slot:
         stop(self.proc, self.conn, None, grace=10)
 
 
-def evaluate_parallel(paths: Sequence[Path], settings: EvalSettings, envs: Sequence[dict[str, str]],
+def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
                       on_result: Callable[[int, Any], None] = lambda i, r: None) -> list:
     """Evaluate `paths` on len(envs) evaluator processes; results in the order of `paths`.
 
@@ -155,7 +126,7 @@ def evaluate_parallel(paths: Sequence[Path], settings: EvalSettings, envs: Seque
     """
     pending = deque(enumerate(paths))
     results: list = [None] * len(paths)
-    slots = [_Slot(settings, env) for env in envs[:max(1, min(len(envs), len(paths)))]]
+    slots = [_Slot(config, env) for env in envs[:max(1, min(len(envs), len(paths)))]]
 
     def finish(index: int, result: Any) -> None:
         results[index] = result
@@ -186,7 +157,7 @@ def evaluate_parallel(paths: Sequence[Path], settings: EvalSettings, envs: Seque
                     slot.stop()
                     slots.remove(slot)
                     if pending:
-                        slots.append(_Slot(settings, slot.env))
+                        slots.append(_Slot(config, slot.env))
                 elif msg[0] == "ready":
                     slot.ready = True
                 elif msg[0] == "result":

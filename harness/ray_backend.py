@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from harness.pool import EvalSettings, failed
+from harness.config import RunConfig
+from harness.pool import failed
 from harness.channel import one_line
 from harness.launch import log_path
 
@@ -28,7 +29,7 @@ class RayMissing(RuntimeError):
     pass
 
 
-def _job(settings: EvalSettings, files: dict[str, bytes], name: str) -> Any:
+def _job(config: RunConfig, files: dict[str, bytes], name: str) -> Any:
     """Runs on a Ray worker: unpack the files, evaluate one submission, return its result."""
     from harness.engine import evaluate
 
@@ -37,15 +38,15 @@ def _job(settings: EvalSettings, files: dict[str, bytes], name: str) -> Any:
         for rel, content in files.items():
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (folder / rel).write_bytes(content)
-        local = dataclasses.replace(settings, task=str(folder / "task" / "task.yml"),
+        local = dataclasses.replace(config, task=str(folder / "task" / "task.yml"),
                                     log_dir=str(folder / "logs"))
-        result = evaluate(folder / "submission" / name, local.context(), settings.mode)
+        result = evaluate(folder / "submission" / name, local.context(), config.mode)
         log = Path(result.log)
         result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
         return result
 
 
-def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optional[str],
+def evaluate_ray(paths: Sequence[Path], config: RunConfig, address: Optional[str],
                  on_result: Callable[[int, Any], None] = lambda i, r: None,
                  num_cpus: Optional[int] = None) -> list:
     """Evaluate `paths` as Ray tasks on the cluster at `address` (None: start a local Ray)."""
@@ -54,8 +55,8 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
     except ImportError:
         raise RayMissing("--backend ray needs Ray: pip install \".[ray]\"") from None
 
-    task_dir = Path(settings.task).resolve().parent
-    task_files = {"task/task.yml": Path(settings.task).read_bytes(),
+    task_dir = Path(config.task).resolve().parent
+    task_files = {"task/task.yml": Path(config.task).read_bytes(),
                   "task/reference.py": (task_dir / "reference.py").read_bytes()}
     started_here = not ray.is_initialized()
     if started_here:
@@ -65,12 +66,12 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
         except Exception as exc:  # no cluster there, version mismatch, ...
             raise RayMissing(f"--backend ray: cannot start or reach Ray at {address or 'a local instance'}: "
                              f"{one_line(exc)}") from None
-    gpu = settings.device != "cpu"
+    gpu = config.device != "cpu"
     remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)(_job)
     refs = {}
     for index, path in enumerate(paths):
         files = {**task_files, f"submission/{path.name}": path.read_bytes()}
-        refs[remote.remote(settings, files, path.name)] = (index, path)
+        refs[remote.remote(config, files, path.name)] = (index, path)
     results: list = [None] * len(paths)
     try:
         while refs:
@@ -79,7 +80,7 @@ def evaluate_ray(paths: Sequence[Path], settings: EvalSettings, address: Optiona
             try:
                 result = ray.get(done[0])
                 result.path = str(path)
-                local_log = log_path(Path(settings.log_dir), path)  # the node's log, kept here
+                local_log = log_path(Path(config.log_dir), path)  # the node's log, kept here
                 local_log.parent.mkdir(parents=True, exist_ok=True)
                 local_log.write_text(result.log)
                 result.log = str(local_log)

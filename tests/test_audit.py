@@ -45,3 +45,23 @@ def test_calls_are_summed_per_case_warmup_and_import_excluded():
 def test_a_report_without_kernels_gives_nothing():
     assert per_case(kernel_times(report())) == {}
     assert kernel_times("==ERROR== the application crashed") == []
+
+
+def test_judge_rejects_medians_below_the_profiler_and_cases_it_did_not_see(problem):
+    from harness.audit import AUDIT_CALLS, TOLERANCE, _judge
+    from harness.results import CaseResult, SubmissionResult
+    from harness.timing import summarize
+
+    cases = {c.index: c for c in problem.spec.cases("benchmark", small=True)}
+    assert len(cases) >= 3
+    per_call = 100e-6
+    medians = {0: per_call * 0.98, 1: per_call * (1 - TOLERANCE) * 0.9, 2: per_call}  # honest, forged, unseen
+    result = SubmissionResult("x.py", "0")
+    result.cases = [CaseResult("benchmark", i, cases[i].name, True, "", device=summarize([m] * 3), args=cases[i].args)
+                    for i, m in medians.items()]
+    _judge(result, cases, {0: per_call * AUDIT_CALLS, 1: per_call * AUDIT_CALLS})
+    honest, forged, unseen = result.cases
+    assert honest.ok and abs(honest.audit_s - per_call) < 1e-12
+    assert not forged.ok and "below the profiler's 100.0 µs" in forged.reason
+    assert not unseen.ok and "saw no GPU kernels" in unseen.reason
+    assert not result.ok and result.audit == "audit failed: no kernels seen in 1 case(s)"

@@ -9,16 +9,17 @@ import pytest
 from conftest import ROOT, ZOO, log_of
 
 from harness.engine import RunContext, evaluate
-from harness.pool import EvalSettings, evaluate_parallel, slot_envs
+from harness.config import RunConfig
+from harness.pool import evaluate_parallel, slot_envs
 
 POOL_ZOO = ROOT / "tests" / "zoo_pool"
 MIXED = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "segfault.py",
          ZOO / "wrong_shape.py", ROOT / "submissions" / "torch_loop.py"]
 
 
-def settings_for(problem, tmp_path, mode="test", **kw):
-    return EvalSettings(task=str(problem.spec.path), mode=mode, device="cpu", small=True,
-                        log_dir=str(tmp_path / "logs"), secret=1234, bandwidth=None, **kw)
+def config_for(problem, tmp_path, mode="test", **kw):
+    return RunConfig(task=str(problem.spec.path), mode=mode, device="cpu", small=True,
+                     log_dir=str(tmp_path / "logs"), secret=1234, **kw)
 
 
 def verdicts(result):
@@ -29,7 +30,7 @@ def test_pool_verdicts_match_the_sequential_run(problem, cpu, tmp_path):
     ctx = RunContext(problem, cpu, True, tmp_path / "seq", secret=1234)
     sequential = [evaluate(p, ctx, "test") for p in MIXED]
     finished = []
-    parallel = evaluate_parallel(MIXED, settings_for(problem, tmp_path), slot_envs(0, 2, "cpu"),
+    parallel = evaluate_parallel(MIXED, config_for(problem, tmp_path), slot_envs(0, 2, "cpu"),
                                  lambda i, r: finished.append(i))
     assert sorted(finished) == list(range(len(MIXED)))
     assert [verdicts(r) for r in parallel] == [verdicts(r) for r in sequential]
@@ -40,7 +41,7 @@ def test_killed_evaluator_is_reported_and_the_rest_go_on(problem, tmp_path):
     """Unsandboxed, a worker can kill the evaluator that started it (sandboxed it cannot see it:
     tests/test_sandbox.py): the pool reports it and carries on."""
     paths = [POOL_ZOO / "kills_evaluator.py", ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py"]
-    results = evaluate_parallel(paths, settings_for(problem, tmp_path, sandbox="off"), slot_envs(0, 1, "cpu"))
+    results = evaluate_parallel(paths, config_for(problem, tmp_path, sandbox="off"), slot_envs(0, 1, "cpu"))
     assert not results[0].ok
     assert results[0].error == "evaluator process killed by SIGKILL while evaluating this submission"
     assert results[1].ok  # a fresh evaluator took the slot
@@ -58,7 +59,7 @@ def test_each_evaluator_is_pinned_to_its_own_gpu(problem, tmp_path):
     envs = slot_envs(3, 3, "nvidia")
     assert envs == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}, {"CUDA_VISIBLE_DEVICES": "2"}]
     assert slot_envs(2, 4, "amd") == [{"HIP_VISIBLE_DEVICES": str(i % 2)} for i in range(4)]
-    results = evaluate_parallel(copies, settings_for(problem, tmp_path), envs)
+    results = evaluate_parallel(copies, config_for(problem, tmp_path), envs)
     assert all(r.ok for r in results)
     pins = sorted(log_of(tmp_path / "logs", f"pin{i}").split("pinned to: ")[1].split()[0]
                   for i in range(3))
@@ -101,7 +102,7 @@ def test_ray_backend_matches_sequential(problem, cpu, tmp_path):
     paths = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "segfault.py"]
     ctx = RunContext(problem, cpu, True, tmp_path / "seq", secret=1234)
     sequential = [evaluate(p, ctx, "test") for p in paths]
-    settings = settings_for(problem, tmp_path, max_seconds=problem.spec.timing.max_seconds)
+    settings = config_for(problem, tmp_path, max_seconds=problem.spec.timing.max_seconds)
     results = evaluate_ray(paths, settings, address=None, num_cpus=2)
     assert [verdicts(r) for r in results] == [verdicts(r) for r in sequential]
     assert [r.path for r in results] == [str(p) for p in paths]

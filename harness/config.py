@@ -1,0 +1,47 @@
+"""A run's configuration: one frozen, picklable value built once (from the command line, or from
+popcorn's arguments) that the sequential loop, the pool's evaluators, Ray tasks and popcorn all take
+as it is. `context()` turns it into the engine's RunContext (the loaded task, the detected device)
+in whichever process evaluates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from pathlib import Path
+from typing import Any, Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    mode: str                          # test | benchmark | leaderboard | profile
+    task: str                          # task.yml path (reference.py beside it)
+    device: Optional[str] = None       # "cpu", "cuda" or None (detect)
+    small: bool = False                # the task's small shapes
+    log_dir: str = "results/logs"
+    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(31))  # None: public seeds
+    bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU runs)
+    graph: bool = False                # time CUDA-graph replays
+    policy: Optional[str] = None       # check policy (None: the task's default)
+    max_seconds: Optional[float] = None  # time budget per benchmark case (None: the task's)
+    sandbox: str = "auto"              # auto | require | off (harness/launch.py)
+    private: tuple[str, ...] = ()      # paths no worker may see (the database, the logs)
+    audit: bool = True                 # the profiler's audit of GPU timings (harness/audit.py)
+    cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE)
+
+    def context(self):
+        """The engine's RunContext for this configuration, in this process."""
+        from harness.device import detect
+        from harness.engine import RunContext
+        from harness.problem import configured, load_problem
+
+        problem = configured(load_problem(self.task), self.policy, self.max_seconds)
+        if self.cases is not None:
+            cases = [dict(c) for c in self.cases]
+            cpu = dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases)
+            spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases, cpu=cpu)
+            problem = dataclasses.replace(problem, spec=spec)
+        device = detect(self.device)
+        return RunContext(problem, device, self.small or not device.is_gpu, Path(self.log_dir), secret=self.secret,
+                          bandwidth=self.bandwidth, graph=self.graph and device.is_gpu, sandbox=self.sandbox,
+                          private=tuple(Path(p) for p in self.private), audit=self.audit)
