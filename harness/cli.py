@@ -290,7 +290,8 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
 
     problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
     if args.mode == "leaderboard":
-        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth))
+        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
+                                                      problem.spec.ranking))
     meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
             "timing": "graph" if graph else "events",
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,

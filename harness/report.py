@@ -95,18 +95,22 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str],
     return table
 
 
+RANK_TITLES = {"geom": "geomean µs", "mean": "mean µs", "last": "last case µs"}
+
+
 def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
-                      bandwidth: Optional[float] = None) -> Table:
-    """Ranked: passing submissions by geomean of per-case medians, then failures with their reason."""
-    ranked = sorted(results, key=lambda r: (r.geomean_us() is None, r.geomean_us() or 0.0, r.name))
+                      bandwidth: Optional[float] = None, ranking: str = "geom") -> Table:
+    """Ranked: passing submissions by the task's ranking (geometric mean of per-case medians by
+    default), then failures with their reason."""
+    ranked = sorted(results, key=lambda r: (r.score_us(ranking) is None, r.score_us(ranking) or 0.0, r.name))
     bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
     columns = [c for c in bench_cases if c.kind == "benchmark"]
-    table = Table(title=f"Leaderboard on {device} (µs, median device time per call; rank by geometric mean; "
+    table = Table(title=f"Leaderboard on {device} (µs, median device time per call; rank by {RANK_TITLES[ranking]}; "
                         "⚠ = noisy, see the per-case table or exports)", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("submission")
     table.add_column("status")
-    table.add_column("geomean µs", justify="right", style="bold")
+    table.add_column(RANK_TITLES[ranking], justify="right", style="bold")
     table.add_column("geomean % of BW", justify="right")
     for c in columns:
         table.add_column(_case_label(c, label), justify="right")
@@ -119,7 +123,7 @@ def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict
             c = by_case.get(("benchmark", col.index))
             mark = "[yellow]⚠[/]" if c and c.warnings else ""
             cells.append(_us(c.device.median * 1e6) + mark if c and c.ok and c.device else "[red]x[/]" if c else "-")
-        geo, roof = r.geomean_us(), r.geomean_roofline(bandwidth)
+        geo, roof = r.score_us(ranking), r.geomean_roofline(bandwidth)
         table.add_row(str(rank) if geo is not None else "-", escape(r.name), _status(r.ok), _us(geo),
                       _num(roof * 100 if roof else None, "{:.0f}%"), *cells, _scan_cell(r), _failure_reason(r, label))
     return table

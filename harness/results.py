@@ -54,9 +54,16 @@ class SubmissionResult:
         return _geomean(fractions) if self.ok else None
 
     def geomean_us(self) -> Optional[float]:
+        return self.score_us("geom")
+
+    def score_us(self, ranking: str) -> Optional[float]:
+        """The number the leaderboard ranks by (task.yml `ranking`), in µs: the geometric ("geom")
+        or arithmetic ("mean") mean of the per-case medians, or the last case's median ("last")."""
         times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
-        mean = _geomean(times) if self.ok else None
-        return mean * 1e6 if mean is not None else None
+        if not self.ok or not times:
+            return None
+        value = {"geom": _geomean(times), "mean": sum(times) / len(times), "last": times[-1]}[ranking]
+        return value * 1e6
 
 
 def _geomean(values: list[float]) -> Optional[float]:

@@ -31,7 +31,10 @@ class ScanResult:
 def declared_variant(path: Path, variants: list[str]) -> str:
     """Which input variant (for this task: the KV format) a submission reads, from its source,
     without running it: a top-level `KV_FORMAT = "fp8"` if present, else the one variant named in
-    a subscript such as `kv_data["fp8"]`, else the first variant (the widest)."""
+    a subscript such as `kv_data["fp8"]`, else the first variant (the widest); "" for a task without
+    variants."""
+    if not variants:
+        return ""
     try:
         tree = ast.parse(path.read_text(errors="replace"))
     except SyntaxError:

@@ -77,16 +77,16 @@ class Check:
 class TaskSpec:
     name: str
     description: str
-    dims: dict[str, float]
-    kv_formats: list[str]
     tests: list[dict[str, Any]]
     benchmarks: list[dict[str, Any]]
     cpu: CaseSet
-    precision_contract: list[str]
     check: Check
-    ranking: str
+    ranking: str           # how the leaderboard orders submissions: geom | mean | last (RANKINGS)
     timeouts: Timeouts
     timing: Timing
+    dims: dict[str, float] = dataclasses.field(default_factory=dict)          # the task's constants, for readers
+    kv_formats: list[str] = dataclasses.field(default_factory=list)  # input variants a submission may read
+    precision_contract: list[str] = dataclasses.field(default_factory=list)  # what a legitimate kernel may do
     path: str = ""
 
     def cases(self, kind: str, small: bool = False) -> list[Case]:
@@ -96,7 +96,7 @@ class TaskSpec:
         return [Case(args=dict(args), index=i, kind=kind) for i, args in enumerate(raw)]
 
 
-RANKINGS = ("geom", "mean", "last")
+RANKINGS = ("geom", "mean", "last")  # geometric / arithmetic mean of per-case medians, or the last case's
 
 
 def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None) -> TaskSpec:
