@@ -104,65 +104,67 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
              started: Optional[WorkerProcess] = None) -> SubmissionResult:
     """Every case of `mode` for one submission. `started`: its worker, if the caller started it
     early with `launch.start_worker`."""
-    problem, small = ctx.problem, ctx.small
     wall = time.perf_counter()
     result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
                               log=str(log_path(ctx.log_dir, path)),
-                              variant=declared_variant(path, problem.spec.kv_formats))
+                              variant=declared_variant(path, ctx.problem.spec.kv_formats))
     clock = PhaseClock(result.phases)
-    steps = plan(problem.spec, mode, small)
-
-    timeouts = problem.spec.timeouts
-    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), timeouts.startup, started,
-                      ctx.sandbox, ctx.private)
+    steps = plan(ctx.problem.spec, mode, ctx.small)
+    box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), ctx.problem.spec.timeouts.startup,
+                      started, ctx.sandbox, ctx.private)
     box.worker.owns_scratch = False  # kept for the audit's worker (compiled kernels); removed at the end
     result.sandboxed = box.sandboxed
-    # The worker imports torch and the submission meanwhile; the scan runs in the parent.
-    result.scan = clock.timed("static scan", scan, path)
-    first = _Inputs(ctx, steps[0][0], clock) if steps else None  # made while the worker starts
+    auditor: list = []  # the audit's worker, started as the timed calls begin (leaderboard mode)
     try:
-        clock.timed("worker start", box.wait_ready)
-    except WorkerFailure as exc:
-        result.ok, result.error = False, f"{exc.kind}: {exc}"
-        box.close()
-        result.phases["total"] = time.perf_counter() - wall
+        # The worker imports torch and the submission meanwhile; the scan runs in the parent.
+        result.scan = clock.timed("static scan", scan, path)
+        first = _Inputs(ctx, steps[0][0], clock) if steps else None  # made while the worker starts
+        try:
+            clock.timed("worker start", box.wait_ready)
+        except WorkerFailure as exc:
+            result.ok, result.error = False, f"{exc.kind}: {exc}"
+            return result
+        _run_steps(path, ctx, mode, steps, first, box, result, progress, clock, auditor)
+        result.ok = bool(result.cases) and all(c.ok for c in result.cases)
+        if mode == "leaderboard" and result.ok:
+            clock.timed("audit", audit.audit_submission, path, ctx, result, auditor.pop() if auditor else None)
         return result
-    auditor = None  # the audit's worker, started as the timed calls begin (leaderboard mode)
-    with box:
-        for i, (case, action) in enumerate(steps):
-            if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
-                result.cases.append(_result(case, False, "not run: a test case failed"))
-                continue
-            if action == "benchmark" and mode == "leaderboard" and auditor is None:
-                auditor = audit.start(path, ctx, box.worker.scratch) or False
-            progress("case_start", case=case, action=action)
-            try:
-                inputs = first if i == 0 else _Inputs(ctx, case, clock)
-                inputs.share(box)
-                if action == "test":
-                    outcome = _test_case(inputs)
-                elif action == "benchmark":
-                    outcome = _benchmark_case(inputs, result.variant, progress)
-                else:
-                    outcome = _profile_case(inputs)
-            except WorkerFailure as exc:
-                outcome = _result(case, False, f"{exc.kind}: {exc}")
-                if exc.fatal:
-                    result.cases.append(outcome)
-                    progress("case_end", result=outcome)
-                    for later, _ in steps[i + 1:]:
-                        result.cases.append(_result(later, False, "not run: the worker died on an earlier case"))
-                    break
-            result.cases.append(outcome)
-            progress("case_end", result=outcome)
-    result.ok = bool(result.cases) and all(c.ok for c in result.cases)
-    if mode == "leaderboard" and result.ok:
-        clock.timed("audit", audit.audit_submission, path, ctx, result, auditor or None)
-    elif auditor:
-        auditor.close()
-    shutil.rmtree(box.worker.scratch, ignore_errors=True)
-    result.phases["total"] = time.perf_counter() - wall
-    return result
+    finally:
+        for worker in [box, *auditor]:
+            worker.close()
+        shutil.rmtree(box.worker.scratch, ignore_errors=True)
+        result.phases["total"] = time.perf_counter() - wall
+
+
+def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional["_Inputs"], box: Sandbox,
+               result: SubmissionResult, progress: Progress, clock: PhaseClock, auditor: list) -> None:
+    """The cases, one after the other, into `result.cases`; a worker that dies ends them."""
+    for i, (case, action) in enumerate(steps):
+        if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
+            result.cases.append(_result(case, False, "not run: a test case failed"))
+            continue
+        if action == "benchmark" and mode == "leaderboard" and not auditor:
+            auditor.extend(filter(None, [audit.start(path, ctx, box.worker.scratch)]))
+        progress("case_start", case=case, action=action)
+        try:
+            inputs = first if i == 0 else _Inputs(ctx, case, clock)
+            inputs.share(box)
+            if action == "test":
+                outcome = _test_case(inputs)
+            elif action == "benchmark":
+                outcome = _benchmark_case(inputs, result.variant, progress)
+            else:
+                outcome = _profile_case(inputs)
+        except WorkerFailure as exc:
+            outcome = _result(case, False, f"{exc.kind}: {exc}")
+            if exc.fatal:
+                result.cases.append(outcome)
+                progress("case_end", result=outcome)
+                result.cases += [_result(later, False, "not run: the worker died on an earlier case")
+                                 for later, _ in steps[i + 1:]]
+                return
+        result.cases.append(outcome)
+        progress("case_end", result=outcome)
 
 
 def plan(spec: Any, mode: str, small: bool) -> list[tuple[Case, str]]:

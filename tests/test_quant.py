@@ -75,10 +75,10 @@ def test_detect_on_a_simulated_rocm_gpu(monkeypatch):
     for arch, expected in (("gfx942:sramecc+:xnack-", torch.float8_e4m3fnuz), ("gfx950", torch.float8_e4m3fn)):
         props = types.SimpleNamespace(name="AMD Instinct MI3xx", gcnArchName=arch, L2_cache_size=4 << 20,
                                       major=9, minor=4)
-        monkeypatch.setattr(device.torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(device.torch.cuda, "get_device_properties", lambda i: props)
-        monkeypatch.setattr(device.torch.cuda, "device_count", lambda: 8)
-        monkeypatch.setattr(device.torch.version, "hip", "6.4.0")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+        monkeypatch.setattr(torch.version, "hip", "6.4.0")
         info = device.detect()
         assert (info.vendor, info.arch, info.l2_bytes, info.count) == ("amd", arch.split(":")[0], 4 << 20, 8)
         assert fp8_dtype(info) == expected
@@ -91,10 +91,10 @@ def test_detect_on_a_simulated_nvidia_gpu(monkeypatch):
     import harness.device as device
 
     props = types.SimpleNamespace(name="NVIDIA H200", L2_cache_size=60 << 20, major=9, minor=0)
-    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(device.torch.cuda, "get_device_properties", lambda i: props)
-    monkeypatch.setattr(device.torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(device.torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.version, "hip", None)
     info = device.detect()
     assert (info.vendor, info.arch, info.l2_bytes) == ("nvidia", "sm_90", 60 << 20)
     assert fp8_dtype(info) == torch.float8_e4m3fn

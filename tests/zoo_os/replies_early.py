@@ -1,6 +1,8 @@
-"""Tries: answer before it is asked: a background thread queues ready-made "output" replies (1 µs
-each) on its channel, so the parent would take one for the next call's answer and time.
-Must get: a protocol failure (a message nobody asked for); nothing it queued is taken as a result."""
+"""Tries: answer before it is asked: right after its first call, a background thread queues
+ready-made "output" replies (1 µs each) on its channel, so the parent would take one for the next
+call's answer and time.
+Must get: rejected: a protocol failure (a message nobody asked for), or, where a forged reply
+lands while a call is awaited, the output check (the slot holds no answer); never a pass."""
 import json
 import os
 import stat
@@ -15,7 +17,7 @@ FORGED = json.dumps({"op": "output", "copied": True, "layout": {"shape": [1], "d
 
 
 def flood():
-    time.sleep(0.5)  # after the harness's own "ready"
+    time.sleep(0.02)  # after the harness's own reply to this call
     for fd in range(3, 64):
         try:
             if stat.S_ISSOCK(os.fstat(fd).st_mode):
@@ -24,8 +26,11 @@ def flood():
             pass
 
 
-threading.Thread(target=flood, daemon=True).start()
+started = []
 
 
 def custom_kernel(data):
+    if not started:
+        started.append(threading.Thread(target=flood, daemon=True))
+        started[0].start()
     return reference.ref_kernel(data)
