@@ -110,8 +110,10 @@ def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path],
 
 def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[Path], share_net: bool) -> list[str]:
     """The sandbox for one worker. `share_net`: a profiler's injected library must reach its front
-    end, through the network and IPC namespaces and /dev/shm; only the audit's worker gets those
-    (without the IPC namespace Nsight Compute took about 110 ms per kernel instead of 9, BENCHMARKS.md)."""
+    end (through the network namespace); only the audit's worker gets that, together with the host's
+    IPC namespace and /dev/shm, the configuration measured on the H200 (BENCHMARKS.md session 6:
+    neither of those two was needed, and Nsight Compute ran ~110 ms per kernel in every sandbox
+    variant tried, against 9 ms outside)."""
     shm = ["--dev-bind", "/dev/shm", "/dev/shm"] if share_net else ["--tmpfs", "/dev/shm"]
     cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *shm]
     import glob
@@ -124,10 +126,10 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
         cmd += ["--tmpfs", str(folder)]
     for file in files:
         cmd += ["--ro-bind", "/dev/null", str(file)]
-    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve())]
-    for folder in folders:
+    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve()), "--bind", str(scratch), "/tmp/work"]
+    for folder in folders:  # after every mount point inside them is made (its folder may be /tmp itself)
         cmd += ["--remount-ro", str(folder)]
-    cmd += ["--bind", str(scratch), "/tmp/work", "--chdir", "/tmp/work",
+    cmd += ["--chdir", "/tmp/work",
             *(["--unshare-user-try", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] if share_net
               else ["--unshare-all"]),
             "--die-with-parent", "--new-session", "--cap-drop", "ALL",

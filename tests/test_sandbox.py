@@ -245,3 +245,15 @@ def test_exports_say_whether_a_result_was_sandboxed(problem, cpu, arena, tmp_pat
     assert exported["run"]["sandboxed"] is True
     assert exported["rows"] and all(row["sandboxed"] is True and row["audit"] == "not audited"
                                     for row in exported["rows"])
+
+
+def test_a_submission_directly_in_tmp_runs(problem, cpu, tmp_path):
+    """Its folder (hidden, then read-only) is /tmp itself, where the sandbox also mounts its scratch."""
+    path = Path(tempfile.gettempdir()) / f"mla-eval-test-{os.getpid()}.py"
+    shutil.copy(ROOT / "submissions" / "torch_batched.py", path)
+    try:
+        ctx = RunContext(problem, cpu, small=True, log_dir=tmp_path / "logs", sandbox="require")
+        result = evaluate(path, ctx, "test")
+    finally:
+        path.unlink()
+    assert result.sandboxed and result.ok, first_failure(result)
