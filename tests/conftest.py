@@ -13,6 +13,13 @@ from harness.problem import load_problem  # noqa: E402
 from harness.spec import Timeouts, Timing  # noqa: E402
 
 
+def cli(tmp_path: Path, *args: str) -> int:
+    """eval.py's main, with this test's own database and log folder and no progress bars."""
+    from harness.cli import main
+
+    return main(["--no-progress", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"), *args])
+
+
 def log_of(folder: Path, stem: str) -> str:
     """The text of the one worker log of a submission named `stem` in `folder`."""
     (found,) = Path(folder).glob(f"{stem}.*.log")

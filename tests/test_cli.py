@@ -3,13 +3,9 @@
 import sqlite3
 
 import pytest
-from conftest import ROOT, ZOO
+from conftest import ROOT, ZOO, cli
 
 from harness.cli import main
-
-
-def cli(tmp_path, *args):
-    return main(["--no-progress", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"), *args])
 
 
 @pytest.mark.parametrize("args,message", [

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, ZOO, log_of
+from conftest import ROOT, ZOO, cli, log_of
 
 from harness.engine import RunContext, evaluate
 from harness.config import RunConfig
@@ -67,13 +67,11 @@ def test_each_evaluator_is_pinned_to_its_own_gpu(problem, tmp_path):
 
 
 def test_cli_parallel_mode_exit_code_and_store(tmp_path, capsys):
-    from harness.cli import main
     from harness.store import Store
 
     db = tmp_path / "r.db"
-    code = main(["--mode", "test", "--gpus", "0", "--workers", "2", "--no-progress", "--db", str(db),
-                 "--logs", str(tmp_path / "logs"), "--submission", str(ROOT / "submissions" / "torch_batched.py"),
-                 "--submission", str(ZOO / "zeros.py")])
+    code = cli(tmp_path, "--mode", "test", "--gpus", "0", "--workers", "2",
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"), "--submission", str(ZOO / "zeros.py"))
     assert code == 1
     err = capsys.readouterr().err
     assert "2 evaluator(s) in parallel on the CPU" in err
@@ -88,9 +86,7 @@ def test_cli_parallel_mode_exit_code_and_store(tmp_path, capsys):
     (["--address", "ray://x:10001"], "--address goes with --backend ray"),
 ])
 def test_parallel_flags_are_checked(tmp_path, capsys, args, message):
-    from harness.cli import main
-
-    code = main(["--mode", "test", "--db", str(tmp_path / "r.db"), *args])
+    code = cli(tmp_path, "--mode", "test", *args)
     assert code == 2
     assert message in capsys.readouterr().err
 
@@ -110,10 +106,7 @@ def test_ray_backend_matches_sequential(problem, cpu, tmp_path):
 
 
 def test_ray_missing_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    from harness.cli import main
-
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
-    code = main(["--mode", "test", "--backend", "ray", "--db", str(tmp_path / "r.db"),
-                 "--submission", str(ZOO / "zeros.py")])
+    code = cli(tmp_path, "--mode", "test", "--backend", "ray", "--submission", str(ZOO / "zeros.py"))
     assert code == 2
     assert "--backend ray needs Ray: pip install \".[ray]\"" in capsys.readouterr().err

@@ -122,11 +122,10 @@ def test_graph_capture_falls_back_with_a_reason(problem, cpu, tmp_path):
 
 
 def test_graph_flag_on_cpu_says_it_times_plain_calls(tmp_path, capsys):
-    from conftest import ROOT
-    from harness.cli import main
+    from conftest import ROOT, cli
 
-    code = main(["--mode", "benchmark", "--graph", "--no-progress", "--db", str(tmp_path / "r.db"), "--budget", "0.5",
-                 "--logs", str(tmp_path / "logs"), "--submission", str(ROOT / "submissions" / "torch_batched.py")])
+    code = cli(tmp_path, "--mode", "benchmark", "--graph", "--budget", "0.5",
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
     assert code == 0
     assert "--graph needs a GPU: timing plain calls." in capsys.readouterr().err
     row = sqlite3.connect(tmp_path / "r.db").execute("SELECT timing FROM runs").fetchone()
