@@ -20,7 +20,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional

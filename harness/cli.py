@@ -178,7 +178,6 @@ def _run(args: argparse.Namespace, early=None) -> int:
 def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
     from harness import report
     from harness.device import detect, measure_copy_bandwidth, versions
-    from harness.engine import RunContext
 
     device = detect(args.device)
     small = args.small or not device.is_gpu
@@ -241,7 +240,7 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
     import harness.audit  # noqa: F401
     import harness.scan  # noqa: F401 (imports kernelguard)
     if args.plot:
-        import harness.plots  # noqa: F401
+        import harness.plots  # noqa: F401 (imports matplotlib)
 
 
 def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:

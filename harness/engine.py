@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import random
 import secrets
 import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
