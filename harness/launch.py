@@ -116,6 +116,8 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
     variant tried, against 9 ms outside)."""
     shm = ["--dev-bind", "/dev/shm", "/dev/shm"] if share_net else ["--tmpfs", "/dev/shm"]
     cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *shm]
+    for needed in _imports_under_tmp():  # a checkout or Python living in /tmp stays importable (read-only)
+        cmd += ["--ro-bind", str(needed), str(needed)]
     import glob
 
     for pattern in GPU_NODES:
@@ -136,6 +138,30 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
             "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
             "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache", "--"]
     return cmd
+
+
+def _make_private(private: Sequence[Path]) -> None:
+    """Create the private paths that do not exist yet (the log folder; the database, as an empty file
+    SQLite opens later), so that the sandbox hides them even from a worker started before the run
+    opened them: a path created after the worker started would appear inside it."""
+    for path in map(Path, private):
+        if path.exists():
+            continue
+        if path.suffix:  # a file: the database
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+
+
+def _imports_under_tmp() -> list[Path]:
+    """What the worker imports from (this checkout, Python's prefixes, the parent's import path) that
+    lies under /tmp, which the sandbox replaces with an empty tmpfs: outermost paths only."""
+    tmp = Path("/tmp")
+    candidates = [REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), *(Path(p) for p in sys.path if p)]
+    found = sorted({p.resolve() for p in candidates if p.exists()
+                    and p.resolve() != tmp and p.resolve().is_relative_to(tmp)})
+    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
 
 
 @dataclasses.dataclass
@@ -225,6 +251,7 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     if why and sandbox == "require":
         raise SandboxUnavailable(f"the OS sandbox is required but unavailable: {why}")
     sandboxed = why is None
+    _make_private(private)
     owns = scratch is None
     scratch = Path(scratch or tempfile.mkdtemp(prefix="mla-eval-worker-"))
     (scratch / "triton-cache").mkdir(exist_ok=True)

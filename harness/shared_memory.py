@@ -15,6 +15,7 @@ process IDs: a descriptor passed with SCM_RIGHTS works across the sandbox's name
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 from typing import Any, Optional
 
@@ -74,9 +75,10 @@ class Buffer:
             self._tensor = self._gpu.tensor()
 
     def _cpu(self, fd: Optional[int]) -> None:
-        if fd is None:
-            fd = os.memfd_create("mla-eval", 0)
+        if fd is None:  # sealed at its size: a worker that kept the descriptor cannot shrink it under us (SIGBUS)
+            fd = os.memfd_create("mla-eval", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, self.nbytes)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         elif os.fstat(fd).st_size < self.nbytes:
             raise SharedMemoryError("shared buffer is smaller than announced")
         self.fd = fd

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cli
 
 from harness.engine import RunContext, evaluate
 from harness.launch import sandbox_problem
@@ -257,3 +257,25 @@ def test_a_submission_directly_in_tmp_runs(problem, cpu, tmp_path):
     finally:
         path.unlink()
     assert result.sandboxed and result.ok, first_failure(result)
+
+
+def test_shrinking_the_shared_memory_cannot_crash_the_parent(problem, cpu, arena):
+    result, log = attack(problem, cpu, arena, "truncates_inputs.py")
+    assert result.ok, first_failure(result)
+    assert "could not truncate" in log and "\ntruncated" not in log
+
+
+def test_a_fresh_runs_database_and_logs_are_hidden_from_the_first_worker(tmp_path):
+    """Through the CLI, whose first worker starts before the run opens its database. The paths sit
+    outside /tmp (which the sandbox replaces anyway), as the defaults results/ do."""
+    base = Path(tempfile.mkdtemp(prefix="mla-eval-fresh-", dir=ROOT / "tests"))
+    try:
+        db, logs = base / "fresh" / "r.db", base / "fresh" / "logs"
+        code = cli(tmp_path, "--mode", "test", "--sandbox", "require", "--db", str(db), "--logs", str(logs),
+                   "--submission", str(ZOO_OS / "lists_mounts.py"))
+        assert code == 0
+        (log,) = logs.glob("lists_mounts.*.log")
+        mounts = log.read_text()
+        assert f"MOUNT {db} " in mounts and f"MOUNT {logs} " in mounts
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

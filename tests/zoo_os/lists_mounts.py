@@ -1,0 +1,12 @@
+"""Tries: see the results database and the log folder of a fresh run (created by the parent only
+after this, the first worker, has started) through the read-only view of the filesystem.
+Must get: both are hidden (the mount table shows them covered); it computes the right answer."""
+import reference
+
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    print("MOUNT", fields[4], fields[5])
+
+
+def custom_kernel(data):
+    return reference.ref_kernel(data)
