@@ -90,6 +90,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     early = _start_early(args) if args.popcorn_mode is None else None
     from harness import report
     from harness.device import DeviceError
+    from harness.launch import SandboxUnavailable
 
     try:
         if args.popcorn_mode is not None:
@@ -98,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 hide_secrets_and_reexec(sys.argv)
             return _popcorn(args)
         return _run(args, early)
-    except (UsageError, SpecError, DeviceError) as exc:
+    except (UsageError, SpecError, DeviceError, SandboxUnavailable) as exc:
         report.error(str(exc))
         return 2
     except KeyboardInterrupt:
@@ -423,6 +424,10 @@ def _popcorn(args: argparse.Namespace) -> int:
         return popcorn.EXIT_NO_PIPE
     if args.testfile is None:
         raise UsageError(f"usage: eval.py {mode} TESTFILE")
+    from harness.launch import sandbox_problem
+
+    if sandbox_problem() is not None:  # before any work: this form never runs a submission unfenced
+        raise UsageError(f"the popcorn protocol requires the OS sandbox: {sandbox_problem()}")
     problem = _load_problem(args)
     try:
         cases = popcorn.parse_testfile(args.testfile)
