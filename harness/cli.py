@@ -33,8 +33,13 @@ class UsageError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not argparse's usage block
+        self.exit(2, f"error: {message} (python eval.py --help lists the flags)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="eval.py", description="Evaluate MLA decode kernels: correctness, timing, a local leaderboard.")
     p.add_argument("popcorn_mode", nargs="?", metavar="MODE",
                    help="GPU MODE's positional form: `eval.py MODE TESTFILE` (popcorn protocol, needs POPCORN_FD)")
@@ -237,11 +242,20 @@ def _sandbox_line(mode: str) -> bool:
 
 def _import_parent_modules(args: argparse.Namespace) -> None:
     """Everything this process will import, imported before any worker starts (unsandboxed, a worker
-    could otherwise plant or rewrite a module this process loads later)."""
+    could otherwise plant or rewrite a module this process loads later); and the outputs checked,
+    so a missing folder or matplotlib is one line before the run, not a lost result after it."""
     import harness.audit  # noqa: F401
     import harness.scan  # noqa: F401 (imports kernelguard)
     if args.plot:
-        import harness.plots  # noqa: F401 (imports matplotlib)
+        from harness.plots import PlotError, _pyplot
+
+        try:
+            _pyplot()
+        except PlotError as exc:
+            raise UsageError(str(exc)) from None
+    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown)):
+        if path and not Path(path).parent.is_dir():  # (--plot makes its folder)
+            raise UsageError(f"{flag} {path}: the folder {Path(path).parent} does not exist")
 
 
 def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:

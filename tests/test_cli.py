@@ -205,3 +205,22 @@ def test_ncu_summary_is_cut_to_key_rows():
                     "    Duration                                 us    4.32    4.32    4.32\n"
     assert key_rows(summary_style).splitlines() == ["_combine_splits_kernel (16, 8, 1)x(128, 1, 1), Device 0, CC 9.0, "
                                                     "Invocations 1", "    Duration us 4.32 4.32 4.32"]
+
+
+def test_an_unknown_flag_is_one_line(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--mdoe", "test"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "unrecognized arguments: --mdoe" in err
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv", "--markdown"])
+def test_an_export_into_a_missing_folder_stops_before_any_work(tmp_path, capsys, flag):
+    target = tmp_path / "nowhere" / "out"
+    code = cli(tmp_path, "--mode", "test", flag, str(target), "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{flag} {target}: the folder {target.parent} does not exist" in err
+    assert not (tmp_path / "r.db").exists() or not sqlite3.connect(tmp_path / "r.db").execute(
+        "SELECT COUNT(*) FROM submissions").fetchone()[0]
