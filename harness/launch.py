@@ -197,7 +197,7 @@ class WorkerProcess:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return "stopped answering", None
-        if code < 0 or code > 128:  # killed directly, or bwrap reporting its child's signal as 128+N
+        if code < 0 or (self.sandboxed and 128 < code <= 128 + 64):  # bwrap reports its child's signal N as 128+N
             number = -code if code < 0 else code - 128
             try:
                 name = signal.Signals(number).name
