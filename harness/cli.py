@@ -206,11 +206,10 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
         bandwidth = measure_copy_bandwidth()
         store.save_bandwidth(device.name, bandwidth)
         report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
-    graph = args.graph and device.is_gpu
     config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
     ctx = config.context()
     pool = _pool_plan(args, device) if _parallel(args) else None
-    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if graph else "events",
+    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if ctx.graph else "events",
                              sandboxed=sandboxed)
     try:
         results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early)

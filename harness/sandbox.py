@@ -44,7 +44,6 @@ class Sandbox:
                                               private, wrapper, share_net, scratch)
         self._startup_timeout, self._ready = startup_timeout, False
         self._slot: Optional[torch.Tensor] = None
-        self._buffers: list[shared_memory.Buffer] = []
 
     @property
     def sandboxed(self) -> bool:
@@ -77,12 +76,11 @@ class Sandbox:
         pairs = [shared_memory.share(t) for t in tensors]
         slot_spec = shared_memory.spec_of(torch.empty(output_shape, dtype=output_dtype, device="meta"))
         slot_buffer = shared_memory.Buffer(shared_memory.nbytes_of(slot_spec), "cpu" if self.device.type == "cpu" else "cuda")
-        self._buffers = [b for b, _ in pairs] + [slot_buffer]
+        buffers = [b for b, _ in pairs] + [slot_buffer]  # the tensors viewing them keep the mappings alive
         self._slot = shared_memory.view(slot_buffer, slot_spec)
-        specs = [{"nbytes": b.nbytes, "device": b.device} for b in self._buffers]
-        self._send({"op": "inputs", "tree": tree, "buffers": specs, "output": slot_spec},
-                   fds=[b.fd for b in self._buffers])
-        for b in self._buffers:
+        specs = [{"nbytes": b.nbytes, "device": b.device} for b in buffers]
+        self._send({"op": "inputs", "tree": tree, "buffers": specs, "output": slot_spec}, fds=[b.fd for b in buffers])
+        for b in buffers:
             b.close_fd()
         return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
@@ -95,12 +93,8 @@ class Sandbox:
             torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
         start = time.perf_counter()
         self._send({"op": "call", "timed": bool(timed), "mark": mark})
-        reply = self._receive(timeout, "a call of custom_kernel")
+        reply = self._answer(timeout, "a call of custom_kernel", "output")
         round_trip = time.perf_counter() - start
-        if reply.get("op") == "error":
-            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
-        if reply.get("op") != "output":
-            self._protocol_error(reply)
         try:
             timing = CallTiming(_number(reply["device_s"]), _number(reply["host_s"]), _number(reply["tail_s"]),
                                 tuple(_text(r, 80) for r in list(reply["replaced"])[:10]))
@@ -119,23 +113,17 @@ class Sandbox:
         """Ask the worker to capture the call in a CUDA graph and replay it from now on (until the
         next inputs). Returns (captured, why not)."""
         self._send({"op": "capture"})
-        reply = self._receive(timeout, "capturing the call in a CUDA graph")
-        if reply.get("op") == "error":
-            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
-        if reply.get("op") != "captured":
-            self._protocol_error(reply)
+        reply = self._answer(timeout, "capturing the call in a CUDA graph", "captured")
         return reply.get("ok") is True, _text(reply.get("message"))
 
     def profile(self, row_limit: int, timeout: float) -> str:
         self._send({"op": "profile", "rows": row_limit})
-        reply = self._receive(timeout, "a profiled call")
-        if reply.get("op") == "error":
-            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        reply = self._answer(timeout, "a profiled call", "profile")
         return _text(reply.get("table"), 200_000)
 
     def close(self) -> None:
         self.worker.close()
-        self._slot, self._buffers = None, []
+        self._slot = None
 
     # -- plumbing
     def _send(self, msg: Any, fds: Sequence[int] = ()) -> None:
@@ -149,6 +137,16 @@ class Sandbox:
             self.worker.channel.send(msg, fds)
         except OSError:
             raise self._death("while receiving inputs") from None
+
+    def _answer(self, timeout: float, what: str, op: str) -> dict:
+        """The worker's reply `op` to a request: its error as a WorkerFailure, anything else as a
+        protocol failure."""
+        reply = self._receive(timeout, what)
+        if reply.get("op") == "error":
+            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        if reply.get("op") != op:
+            self._protocol_error(reply)
+        return reply
 
     def _receive(self, timeout: float, what: str) -> dict:
         try:
