@@ -335,7 +335,7 @@ def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submiss
     if args.mode == "profile":
         for c in result.cases:
             report.console.rule(f"{report.escape(result.name)} · {problem.label(c.args)}")
-            report.console.print(c.profile or f"[red]{c.reason}[/]", markup=not c.profile)
+            report.console.print(c.profile or f"[red]{report.escape(c.reason)}[/]", markup=not c.profile)
     if args.mode in ("test", "benchmark", "profile") or n_submissions == 1:
         if result.error:
             report.console.print(f"[red]FAIL[/] {report.escape(result.name)}: {report.escape(result.error)}")

@@ -119,7 +119,8 @@ class Sandbox:
     def profile(self, row_limit: int, timeout: float) -> str:
         self._send({"op": "profile", "rows": row_limit})
         reply = self._answer(timeout, "a profiled call", "profile")
-        return _text(reply.get("table"), 200_000)
+        table = str(reply.get("table"))[:200_000]  # a table: its lines and column spacing kept, control codes not
+        return "\n".join("".join(ch if ch.isprintable() else " " for ch in line) for line in table.splitlines())
 
     def close(self) -> None:
         self.worker.close()

@@ -73,6 +73,8 @@ def test_profile_mode_prints_kernel_table(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "profile", "--submission", str(ROOT / "submissions" / "torch_batched.py")) == 0
     out = capsys.readouterr().out
     assert "aten::bmm" in out and "Self CPU" in out
+    header = next(line for line in out.splitlines() if "Self CPU" in line)  # a table, not one collapsed line
+    assert "aten::bmm" not in header and "  " in header
 
 
 def test_static_scan_flags_for_review_without_blocking(tmp_path, capsys):
