@@ -140,6 +140,26 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
     return cmd
 
 
+def use_sandbox(mode: str) -> bool:
+    """Whether a child runs sandboxed under `mode` (auto | require | off); SandboxUnavailable for
+    "require" where no sandbox can be made."""
+    if mode not in SANDBOX_MODES:
+        raise ValueError(mode)
+    why = sandbox_problem() if mode != "off" else "off"
+    if why and mode == "require":
+        raise SandboxUnavailable(f"the OS sandbox is required but unavailable: {why}")
+    return why is None
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child that runs submission code: this one's, with the harness first on
+    the import path and no bytecode written (the filesystem is read-only inside the sandbox)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
 def _make_private(private: Sequence[Path]) -> None:
     """Create the private paths that do not exist yet (the log folder; the database, as an empty file
     SQLite opens later), so that the sandbox hides them even from a worker started before the run
@@ -245,12 +265,7 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler).
     device_type None lets the worker pick the GPU if it has one; l2_bytes 0 lets it read the L2
     size itself. Raises SandboxUnavailable for "require" where no sandbox can be made."""
-    if sandbox not in SANDBOX_MODES:
-        raise ValueError(sandbox)
-    why = sandbox_problem() if sandbox != "off" else "off"
-    if why and sandbox == "require":
-        raise SandboxUnavailable(f"the OS sandbox is required but unavailable: {why}")
-    sandboxed = why is None
+    sandboxed = use_sandbox(sandbox)
     _make_private(private)
     owns = scratch is None
     scratch = Path(scratch or tempfile.mkdtemp(prefix="mla-eval-worker-"))
@@ -258,9 +273,7 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     parent_end, child_end = pair()
     inner = [sys.executable, "-m", "harness.worker", str(child_end.fileno()), str(submission.resolve()),
              device_type or "auto", str(l2_bytes)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = child_env()
     if sandboxed:
         command = bwrap_command(find_bwrap(), submission, scratch, private, share_net) + inner
     else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import os
 import subprocess
 import sys
 import tempfile
@@ -71,20 +70,18 @@ def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
 def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, case_index: int,
                         out_dir: Path, sandbox: str = "auto", private: Sequence[Path] = ()) -> tuple[Path, str]:
     """Profile one call; return (where the report is, the tool's summary text)."""
-    from harness.launch import REPO_ROOT, SandboxUnavailable, bwrap_command, find_bwrap, sandbox_problem
+    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox
 
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / f"{submission.stem}.case{case_index}"
     child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(task), "--submission",
              str(submission), "--case", str(case_index)]
-    why = sandbox_problem() if sandbox != "off" else "off"
-    if why and sandbox == "require":
-        raise SandboxUnavailable(f"the OS sandbox is required but unavailable: {why}")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    sandboxed = use_sandbox(sandbox)
     with tempfile.TemporaryDirectory(prefix="mla-eval-profile-") as scratch:
-        if why is None:  # the report folder stays writable: the profiler writes there from outside
+        if sandboxed:  # the report folder stays writable: the profiler writes there from outside
             child = bwrap_command(find_bwrap(), submission, Path(scratch), private, share_net=True) + child
-        proc = subprocess.run(tool_command(tool, vendor, base) + child, capture_output=True, text=True, env=env)
+        proc = subprocess.run(tool_command(tool, vendor, base) + child, capture_output=True, text=True,
+                              env=child_env())
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise RuntimeError(f"{tool} failed (exit {proc.returncode}): " + " | ".join(tail))
