@@ -8,17 +8,30 @@ stream), makes a warm-up call and AUDIT_CALLS calls per benchmark case on fresh 
 output checked), and the profiler's GPU time per call is compared with the timed median. A median
 more than TOLERANCE below it rejects the submission with both numbers.
 
-Kernels are attributed to calls by an NVTX range the worker pushes around each call; kernels
-launched outside any range after the first audited call (work started between calls, or left
-running after one) count for the case whose range came last, so neither hides them.
+Which kernels belong to which call is not taken from the worker (it could label its work as
+warm-up): before each call, and once after the last, the parent has the marker process
+(harness/worker/marker.py) launch one kernel and waits for it. The profiler runs kernels one at a
+time and numbers them in order, so the worker's kernels between two marks are that call's, and
+the inputs of a call are written only after its mark. Kernels after the last mark count for the
+last call; kernels before the first (imports) and in warm-ups (compilation, autotuning) do not
+count. Every audited call must show GPU kernels of its own.
+
+The profiler runs inside the worker's sandbox (across the sandbox's PID namespace it costs ~110 ms
+per kernel instead of ~9 ms; BENCHMARKS.md session 7), so the worker can see it. It can kill it or
+the marker (marks or the report go missing, the exit is not clean: the audit fails), or add lines
+to the report, which reaches the parent through a pipe, never as a file (`kernel_times` reads it
+strictly: one header, kernel IDs 0, 1, 2, ... each once, finite durations, no profiler error;
+anything else fails the audit, and extra kernels only add GPU time). Patching the memory of the
+profiler, of the marker, or of the profiler's library injected into the worker's own process
+stays beyond this check (README, threat model).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -33,7 +46,7 @@ AUDIT_CALLS = 3
 # A timed median may be this much below the profiler's GPU time per call. Honest triton_bf16 on
 # the H200: timed / profiled 0.99-1.07 over the 8 benchmark cases (BENCHMARKS.md).
 TOLERANCE = 0.10
-MARK = "mla-eval-call"    # NVTX range names: MARK/<case index> (audited), MARK/warmup/<case index>
+MARK_TIMEOUT = 60.0  # seconds the marker may take for one mark (its kernel runs under the profiler)
 
 
 def find_ncu() -> Optional[str]:
@@ -43,57 +56,78 @@ def find_ncu() -> Optional[str]:
     return None
 
 
-def ncu_command(exe: str, report: Path) -> list[str]:
+def ncu_command(exe: str) -> list[str]:
+    """Nsight Compute writing its report (CSV, one row per kernel) to its standard output."""
     return [exe, "--target-processes", "all", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
-            "--cache-control", "all", "--nvtx", "--print-nvtx-rename", "none", "--csv", "--page", "raw",
-            "--print-units", "base", "--log-file", str(report)]
+            "--cache-control", "all", "--csv", "--page", "raw", "--print-units", "base"]
+
+
+class ReportError(ValueError):
+    """A profiler report that is not what the profiler writes (one line, for the audit's reason)."""
 
 
 def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
-    """(kernel name, its NVTX range stack, duration in seconds) for every kernel of an
-    `ncu --csv --page raw --nvtx` log, in launch order."""
-    lines = [line for line in report_text.splitlines() if line and not line.startswith("==")]  # ncu's own messages
+    """(launching process id, kernel name, duration in seconds) for every kernel of an
+    `ncu --csv --page raw` report, in the order the profiler ran them. Strict, since the profiled worker can add
+    lines to it: ReportError for a profiler error, a second header, a line that is no row of the
+    header's width, kernel IDs other than 0, 1, 2, ..., or a duration that is no finite number >= 0."""
+    lines = []
+    for line in report_text.splitlines():
+        if line.startswith("==ERROR=="):
+            raise ReportError(f"the profiler reported an error: {line[9:].strip()[:200]}")
+        if line and not line.startswith("=="):  # ncu's own messages
+            lines.append(line)
     if not lines:
         return []
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(lines)), strict=True))
+    except csv.Error as exc:
+        raise ReportError(f"unreadable profiler report ({exc})") from None
     header, body = rows[0], rows[1:]
     col = {name: i for i, name in enumerate(header)}
-    time_col = col.get("gpu__time_duration.sum")
-    name_col = col.get("Kernel Name")
-    # "thread Domain:Push/Pop_Range:..." (and the Start/Stop one): each kernel's NVTX ranges
-    nvtx_cols = [i for name, i in col.items() if "_Range:" in name]
+    if not header or header[0] != "ID" or not {"gpu__time_duration.sum", "Kernel Name", "Process ID"} <= set(col):
+        raise ReportError("the profiler report does not start with its header")
+    time_col, name_col, pid_col = col["gpu__time_duration.sum"], col["Kernel Name"], col["Process ID"]
+    if body and not body[0][0]:  # the units row
+        body = body[1:]
     out = []
-    for row in body:
-        if time_col is None or len(row) <= time_col:
-            continue
+    for number, row in enumerate(body):
+        if len(row) != len(header) or row[0] != str(number):
+            raise ReportError(f"the profiler report has a line that is not its kernel {number}")
         try:
-            duration = float(row[time_col].replace(",", ""))
-        except ValueError:  # the units row
-            continue
-        unit_scale = 1e-9  # --print-units base: nanoseconds
-        stack = " ".join(row[i] for i in nvtx_cols if i < len(row) and row[i])
-        out.append((row[name_col] if name_col is not None else "?", stack, duration * unit_scale))
+            duration = float(row[time_col].replace(",", "")) * 1e-9  # --print-units base: nanoseconds
+        except ValueError:
+            raise ReportError(f"the profiler report's kernel {number} has no duration") from None
+        if not math.isfinite(duration) or duration < 0:
+            raise ReportError(f"the profiler report's kernel {number} has a duration of {row[time_col][:20]}")
+        out.append((row[pid_col], row[name_col], duration))
     return out
 
 
-def per_case(kernels: list[tuple[str, str, float]]) -> dict[int, float]:
-    """Total kernel seconds per audited case index: inside MARK/<index> ranges, plus kernels outside
-    any range once a case's calls began (they count for the case whose range came last, warm-up
-    included, so work done between calls cannot hide). Kernels inside warm-up ranges (compilation,
-    autotuning) and before the first range (imports) do not count."""
+def per_case(kernels: list[tuple[str, str, float]], marker_pid: str,
+             plan: list[tuple[int, int]]) -> tuple[dict[int, float], dict[int, set[int]]]:
+    """(GPU seconds per audited case, the audited calls per case that showed kernels of their own)
+    from a report's kernels, the marker's process id, and what followed each mark, in order:
+    (case index, call) with call -1 for a warm-up. ReportError unless the marker's kernels are
+    exactly the marks made."""
+    marks = sum(1 for pid, _, _ in kernels if pid == marker_pid)
+    if marks != len(plan):
+        raise ReportError(f"the profiler saw {marks} of the audit's {len(plan)} marks")
     totals: dict[int, float] = {}
-    current: Optional[int] = None
-    for _, stack, seconds in kernels:
-        warmup = re.search(rf"{MARK}/warmup/(\d+)", stack)
-        audited = re.search(rf"{MARK}/(\d+)", stack)
-        if warmup:
-            current = int(warmup.group(1))
+    calls: dict[int, set[int]] = {}
+    seen = -1
+    for pid, _, seconds in kernels:
+        if pid == marker_pid:
+            seen += 1
             continue
-        if audited:
-            current = int(audited.group(1))
-        if current is not None:
-            totals[current] = totals.get(current, 0.0) + seconds
-    return totals
+        if seen < 0:  # before the first mark: imports
+            continue
+        case, call = plan[seen]
+        if call < 0:  # a warm-up
+            continue
+        totals[case] = totals.get(case, 0.0) + seconds
+        calls.setdefault(case, set()).add(call)
+    return totals, calls
 
 
 def why_not(ctx: "RunContext") -> Optional[str]:
@@ -110,23 +144,22 @@ def why_not(ctx: "RunContext") -> Optional[str]:
 
 
 def _report_path(scratch: Path) -> Path:
-    """Where the profiler writes its report: beside the worker's scratch folder, never inside it
-    (the worker can write there, and could plant a report of its own)."""
+    """Where the parent keeps the profiler's report: beside the worker's scratch folder, never
+    inside it (the worker can write there)."""
     return scratch.with_name(scratch.name + ".audit-ncu.csv")
 
 
 def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
-    """Start the audit's worker under the profiler (it imports while the timed calls run), or None
-    where no audit applies."""
+    """Start the audit's worker and its marker under the profiler (they import while the timed calls
+    run), or None where no audit applies."""
     from harness.launch import log_path
     from harness.sandbox import Sandbox
 
     if why_not(ctx):
         return None
-    report = _report_path(scratch)
     return Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
                    ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
-                   wrapper=ncu_command(find_ncu(), report), share_net=True, scratch=scratch)
+                   wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch, marker=True)
 
 
 def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"]) -> None:
@@ -153,23 +186,38 @@ def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox
             box.close()
         return
     cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
-    failure = _profiled_calls(ctx, box, [cases[c.index] for c in timed], clock)
-    totals: dict[int, float] = {}
-    if failure is None:
-        try:
-            totals = per_case(kernel_times(_report_path(box.worker.scratch).read_text(errors="replace")))
-        except OSError as exc:
-            failure = f"audit failed: no profiler report ({exc.strerror})"
-    if failure:
-        result.audit, result.ok = failure, False
-        result.error = result.error or failure
+    plan: list[tuple[int, int]] = []
+    failure = _profiled_calls(ctx, box, [cases[c.index] for c in timed], clock, plan)
+    seen = failure or _read(box, plan)
+    if isinstance(seen, str):
+        result.audit, result.ok = seen, False
+        result.error = result.error or seen
         return
-    _judge(result, cases, totals)
+    _judge(result, cases, *seen)
 
 
-def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "PhaseClock") -> Optional[str]:
-    """A warm-up and AUDIT_CALLS checked calls on fresh inputs per case, in the profiled worker;
-    the first failure, or None. The worker is closed at the end (the profiler then writes its report)."""
+def _read(box: "Sandbox", plan: list[tuple[int, int]]):
+    """Each case's GPU seconds and calls seen, from the finished profiler's report; or why not (a str)."""
+    worker = box.worker
+    code = worker.proc.returncode
+    if code != 0:
+        return f"audit failed: the profiled worker did not exit cleanly ({worker.how_it_ended()[0]})"
+    if worker.report is None or worker.report.overflowed:
+        return "audit failed: the profiler's report is larger than the harness keeps"
+    try:
+        text = worker.report.path.read_text(errors="replace")
+        return per_case(kernel_times(text), box.marker_pid, plan)
+    except OSError as exc:
+        return f"audit failed: no profiler report ({exc.strerror})"
+    except ReportError as exc:
+        return f"audit failed: {exc}"
+
+
+def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "PhaseClock",
+                    plan: list[tuple[int, int]]) -> Optional[str]:
+    """A warm-up and AUDIT_CALLS checked calls on fresh inputs per case, in the profiled worker, each
+    after a mark (appended to `plan`: case index, call or -1 for the warm-up); the first failure,
+    or None. The worker is closed at the end (the profiler then writes its report)."""
     from harness.engine import _Inputs
     from harness.sandbox import WorkerFailure
 
@@ -179,13 +227,16 @@ def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "Phas
             inputs = _Inputs(ctx, case, clock)
             inputs.share(box)
             seeds = ctx.timed_seeds(case)
-            for call in range(1 + AUDIT_CALLS):
-                if call:
+            for call in range(-1, AUDIT_CALLS):
+                clock.timed("marks", box.mark, MARK_TIMEOUT)
+                plan.append((case.index, call))
+                if call >= 0:  # after the mark: nothing of this call's can come before it
                     inputs.refill(seeds() ^ 0x5A5A5A5A)  # not the timed calls' inputs
-                mark = f"{MARK}/{case.index}" if call else f"{MARK}/warmup/{case.index}"
-                verdict, _ = inputs.call(False, time.monotonic() + ctx.problem.spec.timeouts.benchmark_case, mark)
+                verdict, _ = inputs.call(False, time.monotonic() + ctx.problem.spec.timeouts.benchmark_case)
                 if not verdict.ok:
                     return f"audit call on {case.name}: {verdict.reason}"
+        clock.timed("marks", box.mark, MARK_TIMEOUT)  # what follows the last call counts for it
+        plan.append(plan[-1])
     except WorkerFailure as exc:
         return f"audit run: {exc.kind}: {exc}"
     finally:  # the profiler writes its report after the worker exits
@@ -193,9 +244,10 @@ def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "Phas
     return None
 
 
-def _judge(result: "SubmissionResult", cases: dict, totals: dict[int, float]) -> None:
+def _judge(result: "SubmissionResult", cases: dict, totals: dict[int, float], calls: dict[int, set[int]]) -> None:
     """Compare each timed median with the profiler's GPU time per call; fail the cases below it by
-    more than TOLERANCE, and (failing closed) those whose calls the profiler did not see."""
+    more than TOLERANCE, and (failing closed) those with an audited call the profiler saw no
+    kernel of."""
     from harness.engine import _result
 
     worst, missing = 0.0, 0
@@ -205,9 +257,11 @@ def _judge(result: "SubmissionResult", cases: dict, totals: dict[int, float]) ->
         audit_s = totals.get(c.index, 0.0) / AUDIT_CALLS
         c.audit_s = audit_s
         stats = dict(device=c.device, host=c.host, tail=c.tail, bytes=c.bytes, audit_s=audit_s)
-        if audit_s <= 0:
+        seen = len(calls.get(c.index, ()))
+        if seen < AUDIT_CALLS:
             missing += 1
-            reason = "the profiler saw no GPU kernels in this case's audit calls (a GPU submission must compute on the GPU)"
+            reason = (f"the profiler saw GPU kernels in {seen} of this case's {AUDIT_CALLS} audit calls "
+                      "(a GPU submission must compute on the GPU)")
         elif c.device.median < audit_s * (1 - TOLERANCE):
             reason = (f"timed median {c.device.median * 1e6:.1f} µs is below the profiler's {audit_s * 1e6:.1f} µs "
                       f"of GPU work per call (audit, tolerance {TOLERANCE:.0%})")

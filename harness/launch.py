@@ -5,12 +5,12 @@ startup overlaps the parent's; `harness.sandbox.Sandbox` uses it for every other
 
 What the sandbox gives the worker (`bwrap_command`):
   * the whole filesystem read-only, with the other files of its submission's folder, the results
-    database and the log folder hidden; a private /tmp (its scratch) and /dev/shm (the audit's
-    worker shares /dev/shm and the network with the profiler, harness/audit.py);
+    database and the log folder hidden; a private /tmp (with its scratch folder) and /dev/shm,
+    each at most TMPFS_LIMIT bytes;
   * the GPU's device nodes, nothing else of /dev;
   * new user, PID, IPC, UTS, cgroup and network namespaces (no network; its /proc lists only
-    its own processes, so the parent's memory, descriptors and environment are out of sight; the
-    audit's worker keeps the host's network and IPC namespaces, which the profiler needs);
+    its own processes, so the parent's memory, descriptors and environment are out of sight);
+    the audit's profiler runs inside the same sandbox as the worker it profiles (harness/audit.py);
   * no capabilities, its own session (no terminal), and death with its parent: when the worker
     ends, every process it started ends with it (the PID namespace goes).
 Where the namespaces are not allowed (for example a distribution's AppArmor rule for
@@ -35,6 +35,7 @@ from harness.channel import PARENT_LIMIT, Channel, pair
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_MODES = ("auto", "require", "off")
 GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
+TMPFS_LIMIT = 1 << 30  # bytes the worker may keep in its private /tmp, and in /dev/shm (host memory)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -108,14 +109,12 @@ def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path],
     return folders, files
 
 
-def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[Path], share_net: bool) -> list[str]:
-    """The sandbox for one worker. `share_net`: a profiler's injected library must reach its front
-    end (through the network namespace); only the audit's worker gets that, together with the host's
-    IPC namespace and /dev/shm, the configuration measured on the H200 (BENCHMARKS.md session 6:
-    neither of those two was needed, and Nsight Compute ran ~110 ms per kernel in every sandbox
-    variant tried, against 9 ms outside)."""
-    shm = ["--dev-bind", "/dev/shm", "/dev/shm"] if share_net else ["--tmpfs", "/dev/shm"]
-    cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *shm]
+def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[Path]) -> list[str]:
+    """The sandbox for one worker (or for a profiler and the worker it runs: Nsight Compute inside
+    the sandbox costs ~9 ms per kernel, as outside it; across the sandbox's PID namespace it costs
+    ~110 ms, BENCHMARKS.md session 7)."""
+    cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp",
+           "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"]
     for needed in _imports_under_tmp():  # a checkout or Python living in /tmp stays importable (read-only)
         cmd += ["--ro-bind", str(needed), str(needed)]
     import glob
@@ -132,9 +131,7 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
     for folder in folders:  # after every mount point inside them is made (its folder may be /tmp itself)
         cmd += ["--remount-ro", str(folder)]
     cmd += ["--chdir", "/tmp/work",
-            *(["--unshare-user-try", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] if share_net
-              else ["--unshare-all"]),
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
             "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache", "--"]
     return cmd
@@ -187,13 +184,16 @@ def _imports_under_tmp() -> list[Path]:
 @dataclasses.dataclass
 class WorkerProcess:
     """A started worker: its process (bwrap's, or the worker itself unsandboxed), the parent's
-    end of its channel, whether it is sandboxed, and its scratch folder."""
+    end of its channel, whether it is sandboxed, its scratch folder, and (under a profiler) the
+    copier of the profiler's report."""
 
     proc: subprocess.Popen
     channel: Channel
     sandboxed: bool
     scratch: Path
     owns_scratch: bool = True
+    report: Optional["ReportCopy"] = None
+    marker: Optional[Channel] = None  # the audit's marker process, harness/worker/marker.py
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -231,26 +231,60 @@ class WorkerProcess:
         if self.proc.poll() is None:
             try:
                 self.channel.send({"op": "exit"})
+                if self.marker is not None:
+                    self.marker.send({"op": "exit"})
                 self.proc.wait(timeout=grace)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
         self.channel.close()
+        if self.marker is not None:
+            self.marker.close()
+        if self.report is not None:
+            self.report.finish()
         if self.owns_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+class ReportCopy:
+    """Copies what a profiler writes to its standard output (its report) into a file the sandbox
+    cannot see, up to REPORT_LIMIT bytes; past that it keeps reading (so the profiler never blocks)
+    and marks the copy `overflowed`. A pipe, not a file the profiler writes: the worker shares the
+    profiler's sandbox and could rewrite any file there; it can only add lines to the pipe, which
+    harness/audit.py's strict reading of the report turns into a failed audit."""
+
+    def __init__(self, stream, path: Path):
+        import threading
+
+        self.path, self.overflowed = path, False
+        self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _copy(self, stream) -> None:
+        written = 0
+        with stream, open(self.path, "wb") as out:
+            for chunk in iter(lambda: stream.read(1 << 16), b""):
+                if written + len(chunk) > REPORT_LIMIT:
+                    self.overflowed = True
+                    continue
+                out.write(chunk)
+                written += len(chunk)
+
+    def finish(self, timeout: float = 60) -> None:
+        self._thread.join(timeout)
+
+
+REPORT_LIMIT = 256 << 20  # bytes of a profiler's report the parent keeps
 LOG_LIMIT = 64 << 20  # bytes a worker may write to one file (its log): past it, writes fail (EFBIG)
-PROFILED_LOG_LIMIT = 4 << 30  # under a profiler, which writes its report with the same limit
 
 
-def _limits(file_limit: int) -> None:
-    """In the child, before exec: no core dumps, files capped at `file_limit` bytes, and first in
+def _limits() -> None:
+    """In the child, before exec: no core dumps, files capped at LOG_LIMIT bytes, and first in
     line for the out-of-memory killer (so a worker that eats the host's memory dies, not the parent)."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LOG_LIMIT, LOG_LIMIT))
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
@@ -260,11 +294,14 @@ def _limits(file_limit: int) -> None:
 
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
                  sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
-                 share_net: bool = False, scratch: Optional[Path] = None) -> WorkerProcess:
+                 report: Optional[Path] = None, scratch: Optional[Path] = None, marker: bool = False) -> WorkerProcess:
     """Start `python -m harness.worker` for `submission`, sandboxed unless `sandbox` is "off" (or
-    "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler).
-    device_type None lets the worker pick the GPU if it has one; l2_bytes 0 lets it read the L2
-    size itself. Raises SandboxUnavailable for "require" where no sandbox can be made."""
+    "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler,
+    inside the same sandbox), which writes its report to standard output, copied to `report`
+    (the worker's own output goes to `log_file`); `marker`: start the worker through the audit's
+    marker process (harness/worker/marker.py), which gets a channel of its own. device_type None
+    lets the worker pick the GPU if it has one; l2_bytes 0 lets it read the L2 size itself. Raises
+    SandboxUnavailable for "require" where no sandbox can be made."""
     sandboxed = use_sandbox(sandbox)
     _make_private(private)
     owns = scratch is None
@@ -273,19 +310,27 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     parent_end, child_end = pair()
     inner = [sys.executable, "-m", "harness.worker", str(child_end.fileno()), str(submission.resolve()),
              device_type or "auto", str(l2_bytes)]
+    child_ends = [child_end]
+    marker_end = None
+    if marker:
+        marker_end, marker_child = pair()
+        child_ends.append(marker_child)
+        inner = [sys.executable, "-m", "harness.worker.marker", str(marker_child.fileno()), *inner[3:]]
     env = child_env()
     if sandboxed:
-        command = bwrap_command(find_bwrap(), submission, scratch, private, share_net) + inner
+        command = bwrap_command(find_bwrap(), submission, scratch, private) + [*wrapper, *inner]
     else:
-        command = inner
+        command = [*wrapper, *inner]
         env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "w") as log:
         try:
-            proc = subprocess.Popen([*wrapper, *command], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
-                                    start_new_session=True,
-                                    preexec_fn=lambda: _limits(PROFILED_LOG_LIMIT if wrapper else LOG_LIMIT))
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if report else log,
+                                    stderr=log, pass_fds=[end.fileno() for end in child_ends], env=env, cwd=str(scratch),
+                                    start_new_session=True, preexec_fn=_limits)
         finally:
-            child_end.close()
-    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns)
+            for end in child_ends:
+                end.close()
+    copy = ReportCopy(proc.stdout, report) if report else None
+    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy,
+                         Channel(marker_end, PARENT_LIMIT) if marker_end else None)

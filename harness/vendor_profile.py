@@ -4,8 +4,8 @@
 prepares the case, warms the submission up (compilation stays out of the report), then makes
 exactly one call inside a profiler range (`cudaProfilerStart/Stop`, which `ncu --profile-from-start
 off` honours). This is a diagnostic: no verdict or ranking comes from it, so the submission runs
-in the profiled process itself, inside the same OS sandbox as a worker (harness/launch.py; with the
-network namespace shared, which the profiler's injection needs).
+in the profiled process itself, inside the same OS sandbox as a worker, with the profiler (which
+writes its report into the sandbox's scratch folder; the parent moves it out afterwards).
 """
 
 from __future__ import annotations
@@ -78,10 +78,18 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
              str(submission), "--case", str(case_index)]
     sandboxed = use_sandbox(sandbox)
     with tempfile.TemporaryDirectory(prefix="mla-eval-profile-") as scratch:
-        if sandboxed:  # the report folder stays writable: the profiler writes there from outside
-            child = bwrap_command(find_bwrap(), submission, Path(scratch), private, share_net=True) + child
-        proc = subprocess.run(tool_command(tool, vendor, base) + child, capture_output=True, text=True,
-                              env=child_env())
+        inside = Path("/tmp/work") if sandboxed else Path(scratch)  # where the scratch folder is for the profiler
+        command = tool_command(tool, vendor, inside / base.name) + child
+        if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel
+            command = bwrap_command(find_bwrap(), submission, Path(scratch), private) + command
+        proc = subprocess.run(command, capture_output=True, text=True, env=child_env())
+        for made in Path(scratch).glob(base.name + "*"):  # the report (a file, or rocprofv3's folder)
+            if made.is_symlink():
+                continue
+            target = out_dir / made.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            shutil.move(str(made), str(target))
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise RuntimeError(f"{tool} failed (exit {proc.returncode}): " + " | ".join(tail))

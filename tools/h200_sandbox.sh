@@ -14,8 +14,7 @@ run() { local name=$1; shift; echo "== $name: $*" | tee -a "$OUT/$name.txt"; loc
   timeout "${STEP_SECONDS:-240}" "$@" 2>&1 | tee -a "$OUT/$name.txt"
   echo "exit ${PIPESTATUS[0]} wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" | tee -a "$OUT/$name.txt"; }
 if [[ $STEPS == *probe* ]]; then
-  run ncu_probe ncu $(python3 -c "from harness.audit import ncu_command; from pathlib import Path; print(' '.join(ncu_command('', Path('$OUT/ncu_probe.csv'))[1:]))") python3 tools/ncu_probe.py 200
-  head -c 3000 "$OUT/ncu_probe.csv"
+  run ncu_probe ncu $(python3 -c "from harness.audit import ncu_command; print(' '.join(ncu_command('')[1:]))") python3 tools/ncu_probe.py 200
   run test_sandboxed python3 eval.py --mode test --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
 fi
 if [[ $STEPS == *ncubwrap* ]]; then
@@ -35,7 +34,9 @@ if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstring
   run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs /tmp/logs --sandbox require \
     --submission tests/zoo_gpu/forges_timer.py --submission tests/zoo_gpu/forges_reply.py \
     --submission tests/zoo_gpu/works_after_timer.py --submission tests/zoo_gpu/side_stream.py \
-    --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py
+    --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py \
+    --submission tests/zoo_gpu/kills_profiler.py --submission tests/zoo_gpu/writes_report.py \
+    --submission tests/zoo_gpu/labels_as_warmup.py
 fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
   run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs /tmp/logs \

@@ -1,8 +1,9 @@
-"""What Nsight Compute's CSV says about NVTX ranges, and what it costs per kernel (device script).
+"""What Nsight Compute costs per kernel, and which processes a profiled process can see (device script).
 
-Usage on the GPU machine: ncu $(python3 -c 'from harness.audit import *; print(...)') python3 tools/ncu_probe.py
-tools/h200_sandbox.sh runs it under the audit's own ncu options.
+Usage on the GPU machine: tools/ncu_sandbox_probe.py runs it under the audit's own ncu options,
+with and without the worker's sandbox.
 """
+import os
 import sys
 import time
 
@@ -10,18 +11,16 @@ import torch
 
 x = torch.ones(1 << 20, device="cuda")
 torch.cuda.synchronize()
-torch.cuda.nvtx.range_push("mla-eval-call/warmup")
-y = x * 2
-torch.cuda.nvtx.range_pop()
-torch.cuda.nvtx.range_push("mla-eval-call/3")
-y = x * 3
-z = y + 1
-torch.cuda.nvtx.range_pop()
-w = x - 1  # outside any range: counts for case 3
-torch.cuda.synchronize()
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 start = time.perf_counter()
 for _ in range(n):
     x.add_(1)
 torch.cuda.synchronize()
 print(f"{n} small kernels: {time.perf_counter() - start:.2f} s", file=sys.stderr)
+seen = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        seen.append(open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode(errors="replace").rsplit("/", 1)[-1])
+    except OSError:
+        pass
+print(f"processes in sight: {' '.join(seen)[:200]}", file=sys.stderr)
