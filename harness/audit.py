@@ -107,9 +107,9 @@ def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
 def per_case(kernels: list[tuple[str, str, float]], marker_pid: str,
              plan: list[tuple[int, int]]) -> tuple[dict[int, float], dict[int, set[int]]]:
     """(GPU seconds per audited case, the audited calls per case that showed kernels of their own)
-    from a report's kernels, the marker's process id, and what followed each mark, in order:
-    (case index, call) with call -1 for a warm-up. ReportError unless the marker's kernels are
-    exactly the marks made."""
+    from a report's kernels, the marker's process id, and what followed each of its kernels, in
+    order: (case index, call), call -1 for a warm-up (or the imports). ReportError unless the
+    marker's kernels are exactly those of the plan."""
     marks = sum(1 for pid, _, _ in kernels if pid == marker_pid)
     if marks != len(plan):
         raise ReportError(f"the profiler saw {marks} of the audit's {len(plan)} marks")
@@ -186,7 +186,7 @@ def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox
             box.close()
         return
     cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
-    plan: list[tuple[int, int]] = []
+    plan = [(-1, -1)]  # the marker's kernel before it said ready: imports follow (not counted)
     failure = _profiled_calls(ctx, box, [cases[c.index] for c in timed], clock, plan)
     seen = failure or _read(box, plan)
     if isinstance(seen, str):

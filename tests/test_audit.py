@@ -59,15 +59,16 @@ def test_a_report_the_profiler_did_not_write_is_refused(text, why):
 
 
 def plan_of(*cases: int) -> list[tuple[int, int]]:
-    """The marks the audit makes for `cases`: a warm-up and AUDIT_CALLS calls each, one after the last."""
+    """The marker's kernels for `cases`: one as it starts (imports follow), then a warm-up and
+    AUDIT_CALLS calls each, and one after the last call."""
     plan = [(case, call) for case in cases for call in range(-1, AUDIT_CALLS)]
-    return plan + [plan[-1]]
+    return [(-1, -1)] + plan + [plan[-1]]
 
 
 def test_calls_are_cut_by_the_marker_warmups_and_imports_excluded():
     assert AUDIT_CALLS == 3
     kernels = kernel_times(report(
-        ("import-time fill", "40,000"),                          # before the first mark: not counted
+        ("context", "3,000"), MARK, ("import-time fill", "40,000"),  # before the first mark: not counted
         MARK, ("compile-time autotune", "900,000"),               # case 0's warm-up
         MARK, ("decode", "8,000"), ("combine", "5,000"),
         MARK, ("decode", "8,000"), ("combine", "5,000"), ("between calls", "1,000"),
@@ -82,14 +83,14 @@ def test_calls_are_cut_by_the_marker_warmups_and_imports_excluded():
 
 def test_work_moved_into_a_warmup_or_a_call_without_kernels_is_seen():
     # whatever the worker labels, its kernels after a call's mark are that call's
-    kernels = kernel_times(report(MARK, ("warm", "1"), MARK, ("decode", "50,000"), MARK, MARK, ("tiny", "1"), MARK))
+    kernels = kernel_times(report(MARK, MARK, ("warm", "1"), MARK, ("decode", "50,000"), MARK, MARK, ("tiny", "1"), MARK))
     totals, calls = per_case(kernels, MARKER, plan_of(4))
     assert calls == {4: {0, 2}} and abs(totals[4] - 50.001e-6) < 1e-12
 
 
 @pytest.mark.parametrize("kernels", [
     [MARK, ("a", "1")],                                   # marks missing (the marker was killed)
-    [MARK] * 6,                                           # a mark too many (a process posing as the marker)
+    [MARK] * 7,                                           # a mark too many
 ])
 def test_marks_must_be_exactly_those_made(kernels):
     with pytest.raises(ReportError, match="marks"):

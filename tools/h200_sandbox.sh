@@ -20,16 +20,6 @@ fi
 if [[ $STEPS == *ncubwrap* ]]; then
   run ncubwrap python3 tools/ncu_sandbox_probe.py
 fi
-if [[ $STEPS == *start* ]]; then
-  run start_cost python3 tools/sandbox_start_cost.py cuda ${START_RUNS:-5}
-fi
-if [[ $STEPS == *cost* ]]; then
-  for i in $(seq 1 ${COST_RUNS:-2}); do
-    run lb_plain python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox off --no-audit --submission submissions/triton_bf16.py
-    run lb_sandboxed python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --no-audit --submission submissions/triton_bf16.py
-    run lb_audited python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
-  done
-fi
 if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstrings)
   run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs /tmp/logs --sandbox require \
     --submission tests/zoo_gpu/forges_timer.py --submission tests/zoo_gpu/forges_reply.py \
@@ -41,6 +31,16 @@ fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
   run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs /tmp/logs \
     --sandbox require --json "$OUT/bundled.json" ${BUNDLED:-}
+fi
+if [[ $STEPS == *start* ]]; then
+  run start_cost python3 tools/sandbox_start_cost.py cuda ${START_RUNS:-5}
+fi
+if [[ $STEPS == *cost* ]]; then
+  for i in $(seq 1 ${COST_RUNS:-2}); do
+    run lb_plain python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox off --no-audit --submission submissions/triton_bf16.py
+    run lb_sandboxed python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --no-audit --submission submissions/triton_bf16.py
+    run lb_audited python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
+  done
 fi
 if [[ $STEPS == *seeds* ]]; then  # fresh seeds, audited, no false rejection
   for seed in $(seq 1 ${SEEDS:-20}); do

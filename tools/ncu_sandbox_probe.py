@@ -1,8 +1,8 @@
 """Does Nsight Compute see the kernels of a process inside the worker's sandbox, and how fast?
-tools/ncu_probe.py under the audit's ncu options: without a sandbox, with ncu outside the sandbox
-(the probe across its PID namespace), and with ncu inside it (as the audit runs it). Prints each
-report's kernel count, the probe's time for its small kernels, the processes the probe can see,
-and the wall time (device script; run by tools/h200_sandbox.sh; BENCHMARKS.md session 7)."""
+tools/ncu_probe.py under the audit's ncu options: without a sandbox, and with ncu inside it (as
+the audit runs it), launching back to back, synchronizing after each kernel, or beside a second
+process under the profiler. Prints each report's kernel count, the probe's time for its small
+kernels, the processes the probe can see, and the wall time (device script; run by tools/h200_sandbox.sh; BENCHMARKS.md session 7)."""
 import subprocess
 import sys
 import tempfile
@@ -18,8 +18,11 @@ probe = [sys.executable, str(ROOT / "tools" / "ncu_probe.py"), sys.argv[1] if le
 with tempfile.TemporaryDirectory() as tmp:
     box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", Path(tmp), ())
     ncu = ncu_command(find_ncu())
-    for name, cmd in (("no sandbox", ncu + probe), ("ncu outside sandbox", ncu + box + probe),
-                      ("ncu inside sandbox", box + ncu + probe)):
+    # ncu outside the sandbox (the probe across its PID namespace): ~110 ms per kernel with the
+    # host's network and /dev/shm shared, a hang without (BENCHMARKS.md session 7); not run again
+    for name, cmd in (("no sandbox", ncu + probe), ("ncu inside sandbox", box + ncu + probe),
+                      ("inside, sync each", box + ncu + probe + ["sync"]),
+                      ("inside, two processes", box + ncu + probe + ["twin"])):
         t0 = time.perf_counter()
         try:
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=90)

@@ -4,9 +4,10 @@ kernels of both processes in one sequence (it runs them one at a time), so the m
 cut the worker's kernels into the calls the parent made, in the parent's order, without trusting
 anything the worker does or labels (harness/audit.py reads the report).
 
-`python -m harness.worker.marker FD ARGS...` (started by harness/launch.py): it forks the worker
+`python -m harness.worker.marker FD ARGS...` (started by harness/launch.py): it starts the worker
 (`python -m harness.worker ARGS...`, which never gets this channel) before it touches the GPU, then
-  marker: {"op": "ready", "pid": its process id}
+  marker: {"op": "ready", "pid": its process id}   after a first kernel (the profiler's report shows
+                                                   it: what follows is the worker's import)
   parent: {"op": "mark"} -> {"op": "marked"}   after its kernel finished
   parent: {"op": "exit"}   it waits for the worker and exits with the worker's status.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 
 from harness.channel import WORKER_LIMIT, Channel, ChannelClosed
@@ -22,25 +24,27 @@ from harness.channel import WORKER_LIMIT, Channel, ChannelClosed
 
 def main(argv: list[str]) -> int:
     fd, worker_args = int(argv[0]), argv[1:]
-    child = os.fork()
-    if child == 0:
-        os.close(fd)
-        os.execv(sys.executable, [sys.executable, "-m", "harness.worker", *worker_args])
+    worker = subprocess.Popen([sys.executable, "-m", "harness.worker", *worker_args],
+                              pass_fds=[int(worker_args[0])])  # its channel; not this one
     channel = Channel(socket.socket(fileno=fd), WORKER_LIMIT)
     try:
         import torch
 
-        flag = torch.zeros(1, device="cuda") if torch.cuda.is_available() else None
+        flag = torch.empty(1, device="cuda") if torch.cuda.is_available() else None  # no kernel
+
+        def mark() -> None:
+            if flag is not None:
+                flag.add_(1)  # one kernel
+                torch.cuda.synchronize()
+
+        mark()
         channel.send({"op": "ready", "pid": os.getpid()})
         while channel.recv()[0].get("op") == "mark":
-            if flag is not None:
-                flag.add_(1)
-                torch.cuda.synchronize()
+            mark()
             channel.send({"op": "marked"})
     except (ChannelClosed, OSError):
         pass
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status) % 256
+    return worker.wait() % 256
 
 
 if __name__ == "__main__":
