@@ -8,22 +8,21 @@ stream), makes a warm-up call and AUDIT_CALLS calls per benchmark case on fresh 
 output checked), and the profiler's GPU time per call is compared with the timed median. A median
 more than TOLERANCE below it rejects the submission with both numbers.
 
-Which kernels belong to which call is not taken from the worker (it could label its work as
-warm-up): before each call, and once after the last, the parent has the marker process
-(harness/worker/marker.py) launch one kernel and waits for it. The profiler runs kernels one at a
-time and numbers them in order, so the worker's kernels between two marks are that call's, and
-the inputs of a call are written only after its mark. Kernels after the last mark count for the
-last call; kernels before the first (imports) and in warm-ups (compilation, autotuning) do not
-count. Every audited call must show GPU kernels of its own.
+Kernels are attributed to calls by an NVTX range the worker pushes around each call
+(MARK/<case>/<call>, MARK/warmup/<case>); kernels launched outside any range after the first call
+(work started between calls, or left running after one) count for the case whose range came
+last, so neither hides them; every audited call must show kernels of its own. The ranges come
+from the worker's process, so a submission that rewrites them can label its work as warm-up:
+that stays out of reach of this check (README, threat model; a witness of the order of calls from
+outside the worker is the way to close it: a second process under ncu was measured, and ncu
+reports each process's kernels apart, BENCHMARKS.md session 7).
 
-The profiler runs inside the worker's sandbox (across the sandbox's PID namespace it costs ~110 ms
-per kernel instead of ~9 ms; BENCHMARKS.md session 7), so the worker can see it. It can kill it or
-the marker (marks or the report go missing, the exit is not clean: the audit fails), or add lines
-to the report, which reaches the parent through a pipe, never as a file (`kernel_times` reads it
-strictly: one header, kernel IDs 0, 1, 2, ... each once, finite durations, no profiler error;
-anything else fails the audit, and extra kernels only add GPU time). Patching the memory of the
-profiler, of the marker, or of the profiler's library injected into the worker's own process
-stays beyond this check (README, threat model).
+The profiler runs inside the worker's sandbox: across the sandbox's PID namespace it costs ~110 ms
+per kernel instead of ~10 ms (BENCHMARKS.md session 7). The worker can see it, kill it (the report
+is then incomplete and the exit unclean: the audit fails) or add lines to its report, which reaches
+the parent through a pipe, never as a file: `kernel_times` reads it strictly (one header, kernel
+IDs 0, 1, 2, ... each once, finite durations, no profiler error; anything else fails the audit,
+and extra kernels only add GPU time).
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import csv
 import io
 import math
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -46,7 +46,7 @@ AUDIT_CALLS = 3
 # A timed median may be this much below the profiler's GPU time per call. Honest triton_bf16 on
 # the H200: timed / profiled 0.99-1.07 over the 8 benchmark cases (BENCHMARKS.md).
 TOLERANCE = 0.10
-MARK_TIMEOUT = 60.0  # seconds the marker may take for one mark (its kernel runs under the profiler)
+MARK = "mla-eval-call"    # NVTX range names: MARK/<case index>/<call> (audited), MARK/warmup/<case index>
 
 
 def find_ncu() -> Optional[str]:
@@ -59,7 +59,8 @@ def find_ncu() -> Optional[str]:
 def ncu_command(exe: str) -> list[str]:
     """Nsight Compute writing its report (CSV, one row per kernel) to its standard output."""
     return [exe, "--target-processes", "all", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
-            "--cache-control", "all", "--csv", "--page", "raw", "--print-units", "base"]
+            "--cache-control", "all", "--nvtx", "--print-nvtx-rename", "none", "--csv", "--page", "raw",
+            "--print-units", "base"]
 
 
 class ReportError(ValueError):
@@ -67,8 +68,8 @@ class ReportError(ValueError):
 
 
 def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
-    """(launching process id, kernel name, duration in seconds) for every kernel of an
-    `ncu --csv --page raw` report, in the order the profiler ran them. Strict, since the profiled worker can add
+    """(kernel name, its NVTX range stack, duration in seconds) for every kernel of an
+    `ncu --csv --page raw --nvtx` report, in launch order. Strict, since the profiled worker can add
     lines to it: ReportError for a profiler error, a second header, a line that is no row of the
     header's width, kernel IDs other than 0, 1, 2, ..., or a duration that is no finite number >= 0."""
     lines = []
@@ -85,9 +86,11 @@ def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
         raise ReportError(f"unreadable profiler report ({exc})") from None
     header, body = rows[0], rows[1:]
     col = {name: i for i, name in enumerate(header)}
-    if not header or header[0] != "ID" or not {"gpu__time_duration.sum", "Kernel Name", "Process ID"} <= set(col):
+    if not header or header[0] != "ID" or not {"gpu__time_duration.sum", "Kernel Name"} <= set(col):
         raise ReportError("the profiler report does not start with its header")
-    time_col, name_col, pid_col = col["gpu__time_duration.sum"], col["Kernel Name"], col["Process ID"]
+    time_col, name_col = col["gpu__time_duration.sum"], col["Kernel Name"]
+    # "thread Domain:Push/Pop_Range:..." (and the Start/Stop one): each kernel's NVTX ranges
+    nvtx_cols = [i for name, i in col.items() if "_Range:" in name]
     if body and not body[0][0]:  # the units row
         body = body[1:]
     out = []
@@ -100,33 +103,30 @@ def kernel_times(report_text: str) -> list[tuple[str, str, float]]:
             raise ReportError(f"the profiler report's kernel {number} has no duration") from None
         if not math.isfinite(duration) or duration < 0:
             raise ReportError(f"the profiler report's kernel {number} has a duration of {row[time_col][:20]}")
-        out.append((row[pid_col], row[name_col], duration))
+        out.append((row[name_col], " ".join(row[i] for i in nvtx_cols if row[i]), duration))
     return out
 
 
-def per_case(kernels: list[tuple[str, str, float]], marker_pid: str,
-             plan: list[tuple[int, int]]) -> tuple[dict[int, float], dict[int, set[int]]]:
-    """(GPU seconds per audited case, the audited calls per case that showed kernels of their own)
-    from a report's kernels, the marker's process id, and what followed each of its kernels, in
-    order: (case index, call), call -1 for a warm-up (or the imports). ReportError unless the
-    marker's kernels are exactly those of the plan."""
-    marks = sum(1 for pid, _, _ in kernels if pid == marker_pid)
-    if marks != len(plan):
-        raise ReportError(f"the profiler saw {marks} of the audit's {len(plan)} marks")
+def per_case(kernels: list[tuple[str, str, float]]) -> tuple[dict[int, float], dict[int, set[int]]]:
+    """(GPU seconds per audited case, the audited calls per case that showed kernels) from a
+    report's kernels: inside MARK/<case>/<call> ranges, plus kernels outside any range once a
+    case's calls began (they count for the case whose range came last, warm-up included, so work
+    done between calls cannot hide). Kernels inside warm-up ranges (compilation, autotuning) and
+    before the first range (imports) do not count."""
     totals: dict[int, float] = {}
     calls: dict[int, set[int]] = {}
-    seen = -1
-    for pid, _, seconds in kernels:
-        if pid == marker_pid:
-            seen += 1
+    current: Optional[int] = None
+    for _, stack, seconds in kernels:
+        warmup = re.search(rf"{MARK}/warmup/(\d+)", stack)
+        audited = re.search(rf"{MARK}/(\d+)/(\d+)", stack)
+        if warmup:
+            current = int(warmup.group(1))
             continue
-        if seen < 0:  # before the first mark: imports
-            continue
-        case, call = plan[seen]
-        if call < 0:  # a warm-up
-            continue
-        totals[case] = totals.get(case, 0.0) + seconds
-        calls.setdefault(case, set()).add(call)
+        if audited:
+            current = int(audited.group(1))
+            calls.setdefault(current, set()).add(int(audited.group(2)))
+        if current is not None:
+            totals[current] = totals.get(current, 0.0) + seconds
     return totals, calls
 
 
@@ -150,8 +150,8 @@ def _report_path(scratch: Path) -> Path:
 
 
 def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
-    """Start the audit's worker and its marker under the profiler (they import while the timed calls
-    run), or None where no audit applies."""
+    """Start the audit's worker under the profiler (it imports while the timed calls run), or None
+    where no audit applies."""
     from harness.launch import log_path
     from harness.sandbox import Sandbox
 
@@ -159,7 +159,7 @@ def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
         return None
     return Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
                    ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
-                   wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch, marker=True)
+                   wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch)
 
 
 def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"]) -> None:
@@ -186,9 +186,8 @@ def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox
             box.close()
         return
     cases = {c.index: c for c in ctx.problem.spec.cases("benchmark", ctx.small)}
-    plan = [(-1, -1)]  # the marker's kernel before it said ready: imports follow (not counted)
-    failure = _profiled_calls(ctx, box, [cases[c.index] for c in timed], clock, plan)
-    seen = failure or _read(box, plan)
+    failure = _profiled_calls(ctx, box, [cases[c.index] for c in timed], clock)
+    seen = failure or _read(box)
     if isinstance(seen, str):
         result.audit, result.ok = seen, False
         result.error = result.error or seen
@@ -196,7 +195,7 @@ def _audit(ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox
     _judge(result, cases, *seen)
 
 
-def _read(box: "Sandbox", plan: list[tuple[int, int]]):
+def _read(box: "Sandbox"):
     """Each case's GPU seconds and calls seen, from the finished profiler's report; or why not (a str)."""
     worker = box.worker
     code = worker.proc.returncode
@@ -206,18 +205,16 @@ def _read(box: "Sandbox", plan: list[tuple[int, int]]):
         return "audit failed: the profiler's report is larger than the harness keeps"
     try:
         text = worker.report.path.read_text(errors="replace")
-        return per_case(kernel_times(text), box.marker_pid, plan)
+        return per_case(kernel_times(text))
     except OSError as exc:
         return f"audit failed: no profiler report ({exc.strerror})"
     except ReportError as exc:
         return f"audit failed: {exc}"
 
 
-def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "PhaseClock",
-                    plan: list[tuple[int, int]]) -> Optional[str]:
-    """A warm-up and AUDIT_CALLS checked calls on fresh inputs per case, in the profiled worker, each
-    after a mark (appended to `plan`: case index, call or -1 for the warm-up); the first failure,
-    or None. The worker is closed at the end (the profiler then writes its report)."""
+def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "PhaseClock") -> Optional[str]:
+    """A warm-up and AUDIT_CALLS checked calls on fresh inputs per case, in the profiled worker;
+    the first failure, or None. The worker is closed at the end (the profiler then writes its report)."""
     from harness.engine import _Inputs
     from harness.sandbox import WorkerFailure
 
@@ -228,15 +225,12 @@ def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "Phas
             inputs.share(box)
             seeds = ctx.timed_seeds(case)
             for call in range(-1, AUDIT_CALLS):
-                clock.timed("marks", box.mark, MARK_TIMEOUT)
-                plan.append((case.index, call))
-                if call >= 0:  # after the mark: nothing of this call's can come before it
+                if call >= 0:
                     inputs.refill(seeds() ^ 0x5A5A5A5A)  # not the timed calls' inputs
-                verdict, _ = inputs.call(False, time.monotonic() + ctx.problem.spec.timeouts.benchmark_case)
+                mark = f"{MARK}/{case.index}/{call}" if call >= 0 else f"{MARK}/warmup/{case.index}"
+                verdict, _ = inputs.call(False, time.monotonic() + ctx.problem.spec.timeouts.benchmark_case, mark)
                 if not verdict.ok:
                     return f"audit call on {case.name}: {verdict.reason}"
-        clock.timed("marks", box.mark, MARK_TIMEOUT)  # what follows the last call counts for it
-        plan.append(plan[-1])
     except WorkerFailure as exc:
         return f"audit run: {exc.kind}: {exc}"
     finally:  # the profiler writes its report after the worker exits

@@ -204,10 +204,10 @@ class _Inputs:
         synchronize(self.ctx.device)
         self.pristine, self.expected = fresh, None
 
-    def call(self, timed: bool, deadline: float) -> tuple[Verdict, CallTiming]:
+    def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
         output, timing = self.clock.timed("calls", self.box.call, timed=timed,
-                                          timeout=max(1.0, deadline - time.monotonic()))
+                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark)
         if timed:
             self.clock.add("timed device", timing.device_s)
         if self.expected is None:

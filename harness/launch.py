@@ -193,7 +193,6 @@ class WorkerProcess:
     scratch: Path
     owns_scratch: bool = True
     report: Optional["ReportCopy"] = None
-    marker: Optional[Channel] = None  # the audit's marker process, harness/worker/marker.py
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -231,15 +230,11 @@ class WorkerProcess:
         if self.proc.poll() is None:
             try:
                 self.channel.send({"op": "exit"})
-                if self.marker is not None:
-                    self.marker.send({"op": "exit"})
                 self.proc.wait(timeout=grace)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
         self.channel.close()
-        if self.marker is not None:
-            self.marker.close()
         if self.report is not None:
             self.report.finish()
         if self.owns_scratch:
@@ -294,14 +289,13 @@ def _limits() -> None:
 
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
                  sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
-                 report: Optional[Path] = None, scratch: Optional[Path] = None, marker: bool = False) -> WorkerProcess:
+                 report: Optional[Path] = None, scratch: Optional[Path] = None) -> WorkerProcess:
     """Start `python -m harness.worker` for `submission`, sandboxed unless `sandbox` is "off" (or
     "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler,
     inside the same sandbox), which writes its report to standard output, copied to `report`
-    (the worker's own output goes to `log_file`); `marker`: start the worker through the audit's
-    marker process (harness/worker/marker.py), which gets a channel of its own. device_type None
-    lets the worker pick the GPU if it has one; l2_bytes 0 lets it read the L2 size itself. Raises
-    SandboxUnavailable for "require" where no sandbox can be made."""
+    (the worker's own output goes to `log_file`). device_type None lets the worker pick the GPU if
+    it has one; l2_bytes 0 lets it read the L2 size itself. Raises SandboxUnavailable for "require"
+    where no sandbox can be made."""
     sandboxed = use_sandbox(sandbox)
     _make_private(private)
     owns = scratch is None
@@ -310,12 +304,6 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     parent_end, child_end = pair()
     inner = [sys.executable, "-m", "harness.worker", str(child_end.fileno()), str(submission.resolve()),
              device_type or "auto", str(l2_bytes)]
-    child_ends = [child_end]
-    marker_end = None
-    if marker:
-        marker_end, marker_child = pair()
-        child_ends.append(marker_child)
-        inner = [sys.executable, "-m", "harness.worker.marker", str(marker_child.fileno()), *inner[3:]]
     env = child_env()
     if sandboxed:
         command = bwrap_command(find_bwrap(), submission, scratch, private) + [*wrapper, *inner]
@@ -326,11 +314,9 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     with open(log_file, "w") as log:
         try:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if report else log,
-                                    stderr=log, pass_fds=[end.fileno() for end in child_ends], env=env, cwd=str(scratch),
+                                    stderr=log, pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
                                     start_new_session=True, preexec_fn=_limits)
         finally:
-            for end in child_ends:
-                end.close()
+            child_end.close()
     copy = ReportCopy(proc.stdout, report) if report else None
-    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy,
-                         Channel(marker_end, PARENT_LIMIT) if marker_end else None)
+    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy)

@@ -37,15 +37,13 @@ class Sandbox:
 
     def __init__(self, submission: Path, device: DeviceInfo, log_path: Path, startup_timeout: float,
                  started: Optional[WorkerProcess] = None, sandbox: str = "auto", private: Sequence[Path] = (),
-                 wrapper: Sequence[str] = (), report: Optional[Path] = None, scratch: Optional[Path] = None,
-                 marker: bool = False):
+                 wrapper: Sequence[str] = (), report: Optional[Path] = None, scratch: Optional[Path] = None):
         """Start the worker, or adopt one `launch.start_worker` started earlier (`started`)."""
         self.submission, self.log_path, self.device = submission, log_path, device
         self.worker = started or start_worker(submission, device.type, log_path, device.l2_bytes, sandbox,
-                                              private, wrapper, report, scratch, marker)
+                                              private, wrapper, report, scratch)
         self._startup_timeout, self._ready = startup_timeout, False
         self._slot: Optional[torch.Tensor] = None
-        self.marker_pid: Optional[str] = None  # the audit's marker process, as the profiler names it
 
     @property
     def sandboxed(self) -> bool:
@@ -63,25 +61,6 @@ class Sandbox:
         if reply.get("op") != "ready":
             self._protocol_error(reply)
         self._ready = True
-
-    def mark(self, timeout: float) -> None:
-        """One kernel of the audit's marker process, finished (harness/worker/marker.py); the first
-        mark waits for the marker to start. WorkerFailure if it does not come."""
-        channel = self.worker.marker
-        try:
-            if self.marker_pid is None:
-                ready, _ = channel.recv(deadline=time.monotonic() + self._startup_timeout)
-                pid = ready.get("pid") if isinstance(ready, dict) and ready.get("op") == "ready" else None
-                if type(pid) is not int:
-                    raise ChannelError("it did not start")
-                self.marker_pid = str(pid)
-            channel.send({"op": "mark"})
-            reply, _ = channel.recv(deadline=time.monotonic() + timeout)
-            if not isinstance(reply, dict) or reply.get("op") != "marked":
-                raise ChannelError("it answered something else")
-        except (ChannelClosed, ChannelTimeout, ChannelError, OSError) as exc:
-            self.worker.kill()
-            raise WorkerFailure("marker", f"the audit's marker process failed: {_text(str(exc) or type(exc).__name__)}")
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -105,7 +84,7 @@ class Sandbox:
             b.close_fd()
         return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
-    def call(self, timed: bool, timeout: float) -> tuple[Any, CallTiming]:
+    def call(self, timed: bool, timeout: float, mark: Optional[str] = None) -> tuple[Any, CallTiming]:
         """One call of custom_kernel on the inputs last shared. Returns the parent's own copy of the
         output (or, when the output did not fit the slot, a description of what was returned) and
         the worker's raw timing of the call."""
@@ -113,7 +92,7 @@ class Sandbox:
         if self.device.is_gpu:
             torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
         start = time.perf_counter()
-        self._send({"op": "call", "timed": bool(timed)})
+        self._send({"op": "call", "timed": bool(timed), "mark": mark})
         reply = self._answer(timeout, "a call of custom_kernel", "output")
         round_trip = time.perf_counter() - start
         try:

@@ -73,8 +73,13 @@ def should_stop(samples: list[float], elapsed: float, min_runs: int, max_runs: i
 # takes right after it (the "tail"). Honest calls on the H200 (BENCHMARKS.md): median tails of
 # 18-27 µs on small cases and up to 86 µs on the 8k cases, one call 110 µs. Hiding work only pays
 # when the hidden part exceeds what the events show, so the tail is compared with the device time:
-TAIL_GROSS_S = 1e-3      # one call: rejected if its tail exceeds max(1 ms, its device time)
 TAIL_MEDIAN_S = 50e-6    # a case: rejected if the median tail exceeds max(50 µs, the median device time)
+# ... or if more than TAIL_GROSS_SHARE of its calls (and at least TAIL_GROSS_CALLS) have a tail over
+# max(1 ms, their device time). Not one call alone: a host stall can delay one synchronize by a
+# millisecond (an honest triton_bf16 call was rejected so on the H200, BENCHMARKS.md session 7).
+TAIL_GROSS_S = 1e-3
+TAIL_GROSS_SHARE = 0.05
+TAIL_GROSS_CALLS = 3
 # The floor check allows reads up to 25% faster than the measured copy bandwidth.
 FLOOR_FACTOR = 0.8
 
@@ -85,8 +90,6 @@ def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str
         return f"impossible time reported by the worker: {timing.device_s!r} s"
     if timing.replaced:
         return f"timer function {timing.replaced[0]} was replaced by the submission"
-    if timing.tail_s > max(TAIL_GROSS_S, timing.device_s):
-        return f"work continued on another stream after the timed call: {timing.tail_s * 1e3:.2f} ms"
     if floor_s is not None and timing.device_s < floor_s:
         return (f"impossible time: {timing.device_s * 1e6:.2f} µs is below the physical floor of "
                 f"{floor_s * 1e6:.2f} µs for the bytes this case must read")
@@ -94,12 +97,17 @@ def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str
 
 
 def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]:
-    """A case whose calls typically leave more work behind than the events measured."""
+    """A case whose calls typically leave more work behind than the events measured, or whose
+    calls often leave far more behind."""
     tail, device = statistics.median(tails), statistics.median(device_times)
     limit = max(TAIL_MEDIAN_S, device)
     if tail > limit:
         return (f"work continued on another stream after the timed calls: median {tail * 1e6:.0f} µs "
                 f"after the end event, more than the {limit * 1e6:.0f} µs the events measured")
+    gross = [t for t, d in zip(tails, device_times) if t > max(TAIL_GROSS_S, d)]
+    if len(gross) >= max(TAIL_GROSS_CALLS, TAIL_GROSS_SHARE * len(tails)):
+        return (f"work continued on another stream after {len(gross)} of {len(tails)} timed calls: "
+                f"up to {max(gross) * 1e3:.2f} ms after the end event")
     return None
 
 

@@ -1,43 +1,39 @@
 """The profiler audit (harness/audit.py): its strict reading of Nsight Compute's CSV (`--csv --page
-raw`, header and cells as the H200's ncu writes them, BENCHMARKS.md), the attribution of kernels
-to calls by the marker process's kernels, the judgement, and the plumbing of the profiled worker
-(marker, report pipe) on the CPU with a stand-in profiler. The audit itself runs on the GPU
-(tools/h200_sandbox.sh)."""
+raw --nvtx`, header and cells as the H200's ncu writes them, BENCHMARKS.md), the attribution of
+kernels to calls, the judgement, and the plumbing of the profiled worker (its report through a
+pipe, its own output in its log) on the CPU with a stand-in profiler. The audit itself runs on
+the GPU (tools/h200_sandbox.sh)."""
 
-import os
 import shutil
-import signal
-import time
 
 import pytest
 import torch
 from conftest import ROOT
 
-from harness.audit import AUDIT_CALLS, TOLERANCE, ReportError, _judge, kernel_times, per_case
+from harness.audit import AUDIT_CALLS, MARK, TOLERANCE, ReportError, _judge, kernel_times, per_case
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:'
           'Color:Msg_Type:Msg","Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",'
           '"Kernel Name","Context","gpu__time_duration.sum"')
 UNITS = '"","","","","","","","","ns"'
-WORKER, MARKER = "3", "2"
 
 
-def row(i: int, kernel: str, ns: str, pid: str = WORKER) -> str:
-    return f'"{i}","{pid}","python3.12","127.0.0.1","","","{kernel}","1","{ns}"'
+def row(i: int, kernel: str, ns: str, range_name: str = "") -> str:
+    stack = f'2  ""<default domain>:{range_name}:none:none:none:none:none:none"" ' if range_name else ""
+    return f'"{i}","2","python3.12","127.0.0.1","{stack}","","{kernel}","1","{ns}"'
 
 
 def report(*kernels: tuple) -> str:
-    """A report of `kernels` ((name, ns) or (name, ns, pid)), numbered in order."""
+    """A report of `kernels` ((name, ns) or (name, ns, NVTX range)), numbered in order."""
     rows = [row(i, *k) for i, k in enumerate(kernels)]
     return "\n".join(["==WARNING== Note: Running with unmodified GPU clocks.",
                       "==PROF== Connected to process 2 (/usr/bin/python3.12)", HEADER, UNITS, *rows])
 
 
-MARK = ("at::native::vectorized_elementwise_kernel", "1,500", MARKER)
-
-
-def test_kernels_are_read_with_their_process_and_duration():
-    assert kernel_times(report(("fill", "39,520"), MARK)) == [(WORKER, "fill", 39.52e-6), (MARKER, MARK[0], 1.5e-6)]
+def test_kernels_are_read_with_their_ranges_and_durations():
+    assert kernel_times(report(("fill", "39,520"), ("_mla_decode_kernel", "10,944", f"{MARK}/3/0"))) == [
+        ("fill", "", 39.52e-6),
+        ("_mla_decode_kernel", f'2  "<default domain>:{MARK}/3/0:none:none:none:none:none:none" ', 10.944e-6)]
     assert kernel_times(report()) == [] and kernel_times("==PROF== Disconnected") == []
 
 
@@ -45,7 +41,7 @@ def test_kernels_are_read_with_their_process_and_duration():
     (report(("a", "1")) + "\n==ERROR== The application returned an error", "reported an error"),
     (report(("a", "1")) + "\n" + HEADER, "not its kernel 1"),                       # a second header
     (report(("a", "1")).replace(HEADER, row(0, "fake", "1")), "start with its header"),
-    (report(("a", "1"), ("b", "2")).replace('"1","3"', '"0","3"'), "not its kernel 1"),  # an ID twice
+    (report(("a", "1"), ("b", "2")).replace('"1","2","py', '"0","2","py'), "not its kernel 1"),  # an ID twice
     (report(("a", "1")) + "\n" + row(5, "b", "1"), "not its kernel 1"),            # an ID skipped
     (report(("a", "1")) + '\n"1","3","x"', "not its kernel 1"),                    # a short line
     (report(("a", "1")) + "\nplain text", "not its kernel 1"),
@@ -58,43 +54,20 @@ def test_a_report_the_profiler_did_not_write_is_refused(text, why):
         kernel_times(text)
 
 
-def plan_of(*cases: int) -> list[tuple[int, int]]:
-    """The marker's kernels for `cases`: one as it starts (imports follow), then a warm-up and
-    AUDIT_CALLS calls each, and one after the last call."""
-    plan = [(case, call) for case in cases for call in range(-1, AUDIT_CALLS)]
-    return [(-1, -1)] + plan + [plan[-1]]
-
-
-def test_calls_are_cut_by_the_marker_warmups_and_imports_excluded():
+def test_calls_are_summed_per_case_warmup_and_import_excluded():
     assert AUDIT_CALLS == 3
-    kernels = kernel_times(report(
-        ("context", "3,000"), MARK, ("import-time fill", "40,000"),  # before the first mark: not counted
-        MARK, ("compile-time autotune", "900,000"),               # case 0's warm-up
-        MARK, ("decode", "8,000"), ("combine", "5,000"),
-        MARK, ("decode", "8,000"), ("combine", "5,000"), ("between calls", "1,000"),
-        MARK, ("decode", "8,000"),
-        MARK, ("autotune", "500,000"),                            # case 12's warm-up
-        MARK, ("decode", "100,000"), MARK, ("decode", "100,000"), MARK, ("decode", "100,000"),
-        MARK, ("left after the last call", "7,000")))             # counts for the last call
-    totals, calls = per_case(kernels, MARKER, plan_of(0, 12))
-    assert set(totals) == {0, 12} and calls == {0: {0, 1, 2}, 12: {0, 1, 2}}
-    assert abs(totals[0] - 35e-6) < 1e-12 and abs(totals[12] - 307e-6) < 1e-12
-
-
-def test_work_moved_into_a_warmup_or_a_call_without_kernels_is_seen():
-    # whatever the worker labels, its kernels after a call's mark are that call's
-    kernels = kernel_times(report(MARK, MARK, ("warm", "1"), MARK, ("decode", "50,000"), MARK, MARK, ("tiny", "1"), MARK))
-    totals, calls = per_case(kernels, MARKER, plan_of(4))
-    assert calls == {4: {0, 2}} and abs(totals[4] - 50.001e-6) < 1e-12
-
-
-@pytest.mark.parametrize("kernels", [
-    [MARK, ("a", "1")],                                   # marks missing (the marker was killed)
-    [MARK] * 7,                                           # a mark too many
-])
-def test_marks_must_be_exactly_those_made(kernels):
-    with pytest.raises(ReportError, match="marks"):
-        per_case(kernel_times(report(*kernels)), MARKER, plan_of(0))
+    totals, calls = per_case(kernel_times(report(
+        ("import-time fill", "40,000"),                                   # before any call: not counted
+        ("compile-time autotune", "900,000", f"{MARK}/warmup/0"),
+        ("decode", "8,000", f"{MARK}/0/0"), ("combine", "5,000", f"{MARK}/0/0"),
+        ("decode", "8,000", f"{MARK}/0/1"), ("combine", "5,000", f"{MARK}/0/1"),
+        ("between calls", "1,000"),                                       # after an audited call: counts for case 0
+        ("decode", "8,000", f"{MARK}/0/2"),
+        ("autotune", "500,000", f"{MARK}/warmup/12"),
+        ("precomputed between warm-up and call", "70,000"),               # counts for case 12
+        ("decode", "100,000", f"{MARK}/12/0"), ("decode", "100,000", f"{MARK}/12/2"))))
+    assert set(totals) == {0, 12} and calls == {0: {0, 1, 2}, 12: {0, 2}}
+    assert abs(totals[0] - 35e-6) < 1e-12 and abs(totals[12] - 270e-6) < 1e-12
 
 
 def test_judge_rejects_medians_below_the_profiler_and_calls_it_did_not_see(problem):
@@ -122,49 +95,21 @@ def test_judge_rejects_medians_below_the_profiler_and_calls_it_did_not_see(probl
 STAND_IN = ["/bin/sh", "-c", '"$@"; code=$?; echo "==PROF== stand-in report"; exit $code', "stand-in"]
 
 
-def profiled(cpu, tmp_path, submission):
+def test_the_profiled_workers_own_output_stays_out_of_the_report(cpu, tmp_path, problem):
     from harness.sandbox import Sandbox
 
-    path = tmp_path / submission.name
-    shutil.copy(submission, path)
-    return Sandbox(path, cpu, tmp_path / "audit.log", 120, sandbox="auto", wrapper=STAND_IN,
-                   report=tmp_path / "report.csv", marker=True)
-
-
-def test_the_profiled_worker_runs_beside_its_marker_and_its_output_stays_out_of_the_report(cpu, tmp_path, problem):
-    box = profiled(cpu, tmp_path, ROOT / "tests" / "zoo" / "prints_results.py")
+    path = tmp_path / "prints_results.py"
+    shutil.copy(ROOT / "tests" / "zoo" / "prints_results.py", path)  # prints "check: pass"
+    box = Sandbox(path, cpu, tmp_path / "audit.log", 120, sandbox="auto", wrapper=STAND_IN,
+                  report=tmp_path / "report.csv")
     try:
         box.wait_ready()
         data = problem.generate(problem.spec.cases("test", small=True)[0].args, 1, cpu.torch_device)
         box.share_inputs(data, *problem.layout(data))
-        box.mark(30)
-        output, _ = box.call(False, 60)
-        box.mark(30)
-        assert isinstance(output, torch.Tensor) and box.marker_pid.isdigit()
+        output, _ = box.call(False, 60)  # (no NVTX range: the CPU build of torch has none)
+        assert isinstance(output, torch.Tensor)
     finally:
         box.close()
     assert box.worker.proc.returncode == 0
     assert box.worker.report.path.read_text() == "==PROF== stand-in report\n"
     assert "check: pass" in (tmp_path / "audit.log").read_text()
-
-
-def test_a_dead_marker_fails_the_mark(cpu, tmp_path):
-    from harness.sandbox import WorkerFailure
-
-    box = profiled(cpu, tmp_path, ROOT / "submissions" / "torch_batched.py")
-    try:
-        box.wait_ready()
-        box.mark(30)
-        for pid in filter(str.isdigit, os.listdir("/proc")):  # kill it, as the submission could
-            try:
-                cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
-            except OSError:
-                continue
-            if b"harness.worker.marker" in cmdline and str(tmp_path).encode() in cmdline:
-                os.kill(int(pid), signal.SIGKILL)
-        t0 = time.monotonic()
-        with pytest.raises(WorkerFailure, match="marker process failed"):
-            box.mark(30)
-        assert time.monotonic() - t0 < 10
-    finally:
-        box.close()

@@ -8,13 +8,15 @@ expected outputs, seeds and the check never enter this process. Replies are smal
 Protocol (parent -> worker, worker -> parent):
   worker: {"op": "ready"} | {"op": "fatal", kind, message}       after importing the submission
   parent: {"op": "inputs", tree, output} + one descriptor per tensor, then the output slot's
-  parent: {"op": "call", timed}        call custom_kernel once, copy its output into the slot
+  parent: {"op": "call", timed, mark}  call custom_kernel once, copy its output into the slot
                                         -> {"op": "output", copied, layout, device_s, host_s, tail_s, replaced}
   parent: {"op": "capture"}            capture one call in a CUDA graph; later calls replay it, until
                                        the next inputs -> {"op": "captured", ok, message}
   parent: {"op": "profile", rows}      one call under torch.profiler -> {"op": "profile", table}
   parent: {"op": "exit"}
   any failing call -> {"op": "error", kind, message}
+`mark` (audit runs): an NVTX range pushed around the call and the copy, so the profiler can tell
+the calls apart.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                         torch.cuda.synchronize()
                     channel.send({"op": "captured", "ok": False, "message": one_line(exc)})
             elif op == "call":
-                channel.send(_call(call, data, slot, timer, bool(msg.get("timed"))))
+                channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
             elif op == "profile":
                 channel.send({"op": "profile", "table": _profile(kernel, data, int(msg.get("rows", 12)))})
         except BaseException as exc:  # the submission's fault (SystemExit included): report it, keep serving
@@ -88,19 +90,25 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
             channel.send({"op": "error", "kind": "out of memory" if oom else "exception", "message": one_line(exc)})
 
 
-def _call(call, data: Any, slot: Any, timer: Any, timed: bool) -> dict[str, Any]:
+def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any) -> dict[str, Any]:
     import torch
 
-    out, timing = timer(call, data, timed=timed)
-    problem = _hygiene(out, data)
-    if problem:
-        return {"op": "error", "kind": "bad output", "message": problem}
-    layout = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch."), "device": out.device.type}
-    copied = tuple(out.shape) == tuple(slot.shape) and out.dtype == slot.dtype and out.device.type == slot.device.type
-    if copied:
-        slot.copy_(out)
-        if slot.device.type != "cpu":
-            torch.cuda.synchronize()
+    if mark:
+        torch.cuda.nvtx.range_push(str(mark))
+    try:
+        out, timing = timer(call, data, timed=timed)
+        problem = _hygiene(out, data)
+        if problem:
+            return {"op": "error", "kind": "bad output", "message": problem}
+        layout = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch."), "device": out.device.type}
+        copied = tuple(out.shape) == tuple(slot.shape) and out.dtype == slot.dtype and out.device.type == slot.device.type
+        if copied:
+            slot.copy_(out)
+            if slot.device.type != "cpu":
+                torch.cuda.synchronize()
+    finally:
+        if mark:
+            torch.cuda.nvtx.range_pop()
     return {"op": "output", "copied": copied, "layout": layout, **timing}
 
 

@@ -1,7 +1,8 @@
-"""Tries: label its work with NVTX ranges named like a harness's warm-up marks (as an audit that
-told calls apart by ranges the worker pushes would exclude them), and report a tenth of each
-call's time.
-Must get: rejected by the audit (calls are cut by the marker process's kernels, not by labels)."""
+"""Tries: pop the harness's NVTX range around each call and label all its work as the warm-up of
+case 0 (which the audit does not count), and report a tenth of each call's time.
+Must get: rejected by the audit (no audited call shows a kernel of its own). A variant that keeps
+one small kernel inside each call's range is not caught: the ranges come from the worker's own
+process (harness/audit.py, README's threat model)."""
 import torch
 
 import reference
