@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", metavar="POLICY",
                    help="check policy from task.yml (strict: ours, the default; competition: the seed's)")
     p.add_argument("--task", default=None,
-                   help="task file, reference.py beside it (default: ./task.yml, else the repository's)")
+                   help="task file (reference.py beside it), or a task's name: competition (the competition's own "
+                        "cases and check), rmsnorm (default: ./task.yml, else the repository's)")
     p.add_argument("--db", default="results/mla-eval.db", help="SQLite results database (default: %(default)s)")
     p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
     p.add_argument("--compare", nargs=2, type=int, metavar=("RUN_A", "RUN_B"),
@@ -343,6 +344,8 @@ def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submiss
             report.console.print(report.submission_table(result, problem.label, bandwidth))
     if args.mode == "leaderboard" and n_submissions > 1:
         report.err_console.print(report.one_line(result, problem.label))
+    if result.companion:
+        report.err_console.print(f"  {report.escape(result.companion)}", highlight=False)
     if args.mode in ("benchmark", "leaderboard"):
         report.err_console.print(f"  {report.fence(result)}")
     if not result.ok:
@@ -412,11 +415,21 @@ def default_task() -> Path:
     return REPO_ROOT / "task.yml"  # reported as missing by the loader
 
 
+def task_path(task: Optional[str]) -> Path:
+    """--task: a task file, or the name of one of the checkout's tasks (tasks/NAME/task.yml)."""
+    if task is None:
+        return default_task()
+    named = REPO_ROOT / "tasks" / task / "task.yml"
+    if not Path(task).exists() and "/" not in task and named.is_file():
+        return named
+    return Path(task)
+
+
 def _load_problem(args: argparse.Namespace):
     """The task, with the command line's check policy and time budget applied."""
     from harness.problem import configured, load_problem
 
-    return configured(load_problem(args.task or default_task()), args.check, args.budget)
+    return configured(load_problem(task_path(args.task)), args.check, args.budget)
 
 
 def _popcorn(args: argparse.Namespace) -> int:

@@ -113,6 +113,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     box.worker.owns_scratch = False  # kept for the audit's worker (compiled kernels); removed at the end
     result.sandboxed = box.sandboxed
     auditor: list = []  # the audit's worker, started as the timed calls begin (leaderboard mode)
+    finished = False
     try:
         # The worker imports torch and the submission meanwhile; the scan runs in the parent.
         result.scan = clock.timed("static scan", scan, path)
@@ -126,12 +127,39 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         result.ok = bool(result.cases) and all(c.ok for c in result.cases)
         if mode == "leaderboard" and result.ok:
             clock.timed("audit", audit.audit_submission, path, ctx, result, auditor.pop() if auditor else None)
+        finished = True
         return result
     finally:
         for worker in [box, *auditor]:
             worker.close()
         shutil.rmtree(box.worker.scratch, ignore_errors=True)
+        if finished and ctx.problem.spec.companion and any(c.kind == "test" and not c.ok for c in result.cases):
+            result.companion = clock.timed("companion", _companion_verdict, path, ctx)
         result.phases["total"] = time.perf_counter() - wall
+
+
+def _companion_verdict(path: Path, ctx: RunContext) -> str:
+    """One line: the submission's test verdict on the task's companion (task.yml `companion`, for
+    example the competition's own cases), for a file that failed this task's tests."""
+    from harness.problem import load_problem
+    from harness.spec import SpecError
+
+    companion = (Path(ctx.problem.spec.path).parent / ctx.problem.spec.companion).resolve()
+    try:
+        problem = load_problem(companion)
+    except SpecError as exc:
+        return f"companion task not loaded: {exc}"
+    finally:
+        load_problem(ctx.problem.spec.path)  # the run's own reference module again
+    other = dataclasses.replace(ctx, log_dir=ctx.log_dir / "companion", problem=dataclasses.replace(
+        problem, spec=dataclasses.replace(problem.spec, companion="")))
+    result = evaluate(path, other, "test")
+    passed = sum(c.ok for c in result.cases)
+    name = problem.spec.name
+    if result.ok:
+        return f"passes {name}'s {passed} test case(s) (--task {companion.parent.name} ranks it there)"
+    why = result.error or next((f"{c.name}: {c.reason}" for c in result.cases if not c.ok), "")
+    return f"fails {name}'s tests too ({passed} of {len(result.cases)} pass; {why})"
 
 
 def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional["_Inputs"], box: Sandbox,

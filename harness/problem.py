@@ -91,9 +91,9 @@ def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Opti
 
 
 def load_problem(task_path: str | Path) -> Problem:
-    """Load task.yml and the reference.py beside it (validating both)."""
+    """Load task.yml and its reference.py (beside it, or where its `reference` key says), validating both."""
     task_path = Path(task_path).resolve()
-    ref_path = task_path.parent / "reference.py"
+    ref_path = (task_path.parent / _reference_name(task_path)).resolve()
     if not ref_path.exists():
         raise SpecError(f"{ref_path}: the task's reference.py is missing")
     reference = sys.modules.get("reference")
@@ -106,3 +106,16 @@ def load_problem(task_path: str | Path) -> Problem:
     if missing:
         raise SpecError(f"{ref_path}: missing function(s) {', '.join(missing)}")
     return Problem(load_task(task_path, reference.generate_input), reference)
+
+
+def _reference_name(task_path: Path) -> str:
+    """The task file's `reference` entry (validated with the rest by load_task), read first because
+    the reference's generate_input checks the cases."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(task_path.read_text())
+    except (OSError, yaml.YAMLError):
+        return "reference.py"  # load_task reports it
+    name = raw.get("reference", "reference.py") if isinstance(raw, dict) else "reference.py"
+    return name if isinstance(name, str) else "reference.py"

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
-from rich.console import Console
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from harness.results import CaseResult, SubmissionResult
+from harness.scan import ScanResult
 
 # Wide tables stay readable when piped to a file or a CI log (rich would wrap at 80 columns).
 console = Console(highlight=False, width=None if Console().is_terminal else 200)
@@ -70,63 +76,277 @@ def _num(x: Optional[float], fmt: str = "{:,.0f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+# ---------------------------------------------------------------- tables that fit the terminal
+# The leaderboard and the per-case table are renderables that lay themselves out for the width they
+# are printed at (`console.print` passes it: a terminal's width, or 200 columns when piped). Every
+# column but the last (detail) is no-wrap and sized to its widest cell, so a number or a name is
+# never folded or cut; when the width runs short, whole columns move under the table or out to the
+# exports instead, and a note says where they went.
+
+NAME_LIMIT = 30   # a longer submission name is shortened, keeping its end, when the width runs short
+MIN_DETAIL = 24   # the narrowest useful detail column; any narrower and the reasons go under the table
+DETAIL_LINES = 2  # a leaderboard row's failure reason is clipped to this many lines (in full below it)
+CUT = "…"
+
+
+def short_name(name: str, limit: int = NAME_LIMIT) -> str:
+    """`name` whole when it has at most `limit` characters, else its start and end (".py") around "…"."""
+    if len(name) <= limit:
+        return name
+    tail = min(10, limit // 3)
+    return name[:limit - tail - 1] + CUT + name[-tail:]
+
+
+def _natural_width(console: Console, options: ConsoleOptions, table: Table) -> int:
+    """The width `table` takes when nothing in it wraps."""
+    return Measurement.get(console, options.update_width(100_000), table).maximum
+
+
+def _detail_room(console: Console, options: ConsoleOptions, table: Table) -> int:
+    """Cells left for one more (detail) column after `table`'s own: its padding and border taken."""
+    return options.max_width - _natural_width(console, options, table) - 3
+
+
+def _clip(console: Console, text: str, width: int, lines: int = DETAIL_LINES) -> tuple[Text, bool]:
+    """`text` on at most `lines` lines of `width` cells, ending in " …" after a whole word when cut
+    (never inside a number); and whether it was cut."""
+    wrapped = [line.plain.rstrip() for line in Text(" ".join(text.split())).wrap(console, width)]
+    kept, cut = wrapped[:lines], len(wrapped) > lines
+    if cut:
+        last = kept[-1]
+        while cell_len(last) + 2 > width and " " in last:
+            last = last.rsplit(" ", 1)[0]
+        kept[-1] = (last if cell_len(last) + 2 <= width else last[:width - 2]) + " " + CUT
+    return Text("\n".join(kept)), cut
+
+
+def _header(title: str) -> str:
+    """A column title on two lines ("sync tail µs" -> "sync" over "tail µs"), split where its widest
+    line is narrowest: columns of numbers no wider than their numbers."""
+    splits = [(title[:i], title[i + 1:]) for i, ch in enumerate(title) if ch == " "]
+    return "\n".join(min(splits, key=lambda two: max(map(len, two)))) if splits else title
+
+
+def _notes(heading: str, items: Sequence[tuple[str, str]]) -> RenderResult:
+    """A heading, then one indented paragraph per (name, text) ("name: text", or the text alone when
+    name is empty): what did not fit in a table, in full."""
+    if items:
+        yield Text(heading, style="dim")
+        for name, text in items:
+            yield Padding(Text.assemble((name, "bold"), ": ", text) if name else Text(text), (0, 0, 0, 2))
+
+
+_CASE_COLUMNS = (  # (key, title, format) in display order; NARROW_DROPS says which go first on a narrow terminal
+    ("median_us", "median µs", _us), ("mean_us", "mean µs", _us), ("std_us", "std µs", _us),
+    ("min_us", "min µs", _us), ("max_us", "max µs", _us), ("runs", "runs", _num), ("host_us", "host µs", _us),
+    ("tail_us", "sync tail µs", _us), ("gbps", "GB/s", _num),
+    ("pct_bandwidth", "% of BW", lambda x: _num(x, "{:.0f}%")), ("audit_us", "audit µs", _us),
+)
+NARROW_DROPS = ("tail_us", "host_us", "std_us", "mean_us", "audit_us", "max_us", "min_us", "gbps", "runs")
+
+
+class SubmissionTable:
+    """Per-case detail for one submission (test / benchmark modes). Narrower than every column, it
+    drops the less telling numbers (NARROW_DROPS, in order) rather than fold them; the median and
+    the % of bandwidth always stay, and a note names what was dropped."""
+
+    def __init__(self, result: SubmissionResult, label: Callable[[dict], str], bandwidth: Optional[float] = None):
+        self.result = result
+        self.timed = any(c.device for c in result.cases)
+        self.rows = [(f"{c.kind} {_case_label(c, label)}", c.ok, case_numbers(c, bandwidth),
+                      escape(c.reason) + "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in c.warnings))
+                     for c in result.cases]
+
+    def table(self, keys: Sequence[str], detail: bool = True) -> Table:
+        r = self.result
+        table = Table(title=f"{escape(r.name)}  ·  reads {r.variant or '?'}  ·  static scan: "
+                            f"{escape(r.scan.summary())}  ·  {fence(r)}", title_justify="left")
+        table.add_column("case", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        columns = [col for col in _CASE_COLUMNS if col[0] in keys]
+        for _, title, _ in columns:
+            table.add_column(_header(title), justify="right", no_wrap=True)
+        if detail:
+            table.add_column("detail", overflow="fold")
+        for case, ok, numbers, text in self.rows:
+            cells = [case, _status(ok), *(fmt(numbers[key]) for key, _, fmt in columns)]
+            table.add_row(*cells, *([text] if detail else []))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        keys = [key for key, _, _ in _CASE_COLUMNS] if self.timed else []
+        detail = any(text for *_, text in self.rows)
+        for drop in (None, *NARROW_DROPS):
+            if drop in keys:
+                keys.remove(drop)
+            room = _detail_room(console, options, self.table(keys, detail=False))
+            if room >= (MIN_DETAIL if detail else -3):
+                break
+        yield self.table(keys, detail)
+        dropped = [title for key, title, _ in _CASE_COLUMNS if self.timed and key not in keys]
+        if dropped:
+            yield Text(f"Not shown at this width: {', '.join(dropped)} (in --json / --csv, or a wider terminal).",
+                       style="dim")
+
+
 def submission_table(result: SubmissionResult, label: Callable[[dict], str],
-                     bandwidth: Optional[float] = None) -> Table:
-    """Per-case detail for one submission (test / benchmark modes)."""
-    timed = any(c.device for c in result.cases)
-    table = Table(title=f"{escape(result.name)}  ·  reads {result.variant or '?'}  ·  static scan: {result.scan.summary()}"
-                        f"  ·  {fence(result)}", title_justify="left")
-    table.add_column("case")
-    table.add_column("status")
-    if timed:
-        for col in ("median µs", "mean µs", "std µs", "min µs", "max µs", "runs", "host µs", "sync tail µs",
-                    "GB/s", "% of BW", "audit µs"):
-            table.add_column(col, justify="right")
-    table.add_column("detail", overflow="fold")
-    for c in result.cases:
-        cells = [f"{c.kind} {_case_label(c, label)}", _status(c.ok)]
-        if timed:
-            n = case_numbers(c, bandwidth)
-            cells += [_us(n[k]) for k in ("median_us", "mean_us", "std_us", "min_us", "max_us")]
-            cells += [_num(n["runs"]), _us(n["host_us"]), _us(n["tail_us"]), _num(n["gbps"]),
-                      _num(n["pct_bandwidth"], "{:.0f}%"), _us(n["audit_us"])]
-        detail = escape(c.reason) + "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in c.warnings)
-        table.add_row(*cells, detail)
-    return table
+                     bandwidth: Optional[float] = None) -> SubmissionTable:
+    """Per-case detail for one submission (test / benchmark modes), laid out for the width it is printed at."""
+    return SubmissionTable(result, label, bandwidth)
 
 
 RANK_TITLES = {"geom": "geomean µs", "mean": "mean µs", "last": "last case µs"}
 
 
-def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
-                      bandwidth: Optional[float] = None, ranking: str = "geom") -> Table:
+@dataclasses.dataclass(frozen=True)
+class BoardLayout:
+    """How much of the leaderboard sits in its main table (one rung of Leaderboard.LAYOUTS)."""
+
+    cases_inline: bool            # one column per benchmark case (else: compact tables under it)
+    scan: str                     # "full": classification and pattern names; "short": "2 flags"; "below": no column
+    name_limit: Optional[int]     # shorten longer submission names (None: whole)
+    detail_inline: bool           # the failure reason, clipped to DETAIL_LINES (else: only below the table)
+
+
+@dataclasses.dataclass(frozen=True)
+class _BoardRow:
+    rank: str
+    name: str
+    status: Text
+    score: str
+    roofline: str
+    cases: tuple[Text, ...]
+    timed: bool                   # at least one benchmark case has a median
+    scan: ScanResult
+    detail: str
+
+
+class Leaderboard:
     """Ranked: passing submissions by the task's ranking (geometric mean of per-case medians by
-    default), then failures with their reason."""
-    ranked = sorted(results, key=lambda r: (r.score_us(ranking) is None, r.score_us(ranking) or 0.0, r.name))
-    bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
-    columns = [c for c in bench_cases if c.kind == "benchmark"]
-    table = Table(title=f"Leaderboard on {device} (µs, median device time per call; rank by {RANK_TITLES[ranking]}; "
-                        "⚠ = noisy, see the per-case table or exports)", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("submission")
-    table.add_column("status")
-    table.add_column(RANK_TITLES[ranking], justify="right", style="bold")
-    table.add_column("geomean % of BW", justify="right")
-    for c in columns:
-        table.add_column(_case_label(c, label), justify="right")
-    table.add_column("static scan (review)", overflow="fold")
-    table.add_column("detail", overflow="fold")
-    for rank, r in enumerate(ranked, 1):
-        by_case = {(c.kind, c.index): c for c in r.cases}
-        cells = []
-        for col in columns:
-            c = by_case.get(("benchmark", col.index))
-            mark = "[yellow]⚠[/]" if c and c.warnings else ""
-            cells.append(_us(c.device.median * 1e6) + mark if c and c.ok and c.device else "[red]x[/]" if c else "-")
-        geo, roof = r.score_us(ranking), r.geomean_roofline(bandwidth)
-        table.add_row(str(rank) if geo is not None else "-", escape(r.name), _status(r.ok), _us(geo),
-                      _num(roof * 100 if roof else None, "{:.0f}%"), *cells, _scan_cell(r), _failure_reason(r, label))
-    return table
+    default), then failures with their reason. Laid out for the width it is printed at: the first of
+    LAYOUTS whose columns fit (numbers and names are never cut; only the detail column gives way)."""
+
+    LAYOUTS = (  # richest first; each rung gives up one thing, moved under the table
+        BoardLayout(cases_inline=True, scan="full", name_limit=None, detail_inline=True),
+        BoardLayout(cases_inline=True, scan="short", name_limit=None, detail_inline=True),
+        BoardLayout(cases_inline=True, scan="short", name_limit=NAME_LIMIT, detail_inline=True),
+        BoardLayout(cases_inline=False, scan="short", name_limit=None, detail_inline=True),
+        BoardLayout(cases_inline=False, scan="short", name_limit=NAME_LIMIT, detail_inline=True),
+        BoardLayout(cases_inline=False, scan="short", name_limit=NAME_LIMIT, detail_inline=False),
+        BoardLayout(cases_inline=False, scan="below", name_limit=NAME_LIMIT, detail_inline=False),
+    )
+
+    def __init__(self, results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
+                 bandwidth: Optional[float] = None, ranking: str = "geom"):
+        ranked = sorted(results, key=lambda r: (r.score_us(ranking) is None, r.score_us(ranking) or 0.0, r.name))
+        bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
+        self.columns = [_case_label(c, label) for c in bench_cases if c.kind == "benchmark"]
+        indices = [c.index for c in bench_cases if c.kind == "benchmark"]
+        self.title = (f"Leaderboard on {device} (µs, median device time per call; rank by {RANK_TITLES[ranking]}; "
+                      "⚠ = noisy, see the per-case table or exports)")
+        self.score_title = RANK_TITLES[ranking]
+        self.rows: list[_BoardRow] = []
+        for rank, r in enumerate(ranked, 1):
+            by_case = {(c.kind, c.index): c for c in r.cases}
+            cells = []
+            for index in indices:
+                c = by_case.get(("benchmark", index))
+                if c and c.ok and c.device:
+                    cells.append(Text.assemble(_us(c.device.median * 1e6), ("⚠" if c.warnings else "", "yellow")))
+                else:
+                    cells.append(Text("x", style="red") if c else Text("-"))
+            score, roof = r.score_us(ranking), r.geomean_roofline(bandwidth)
+            self.rows.append(_BoardRow(
+                rank=str(rank) if score is not None else "-", name=r.name,
+                status=Text("pass", style="green") if r.ok else Text("FAIL", style="red"),
+                score=_us(score), roofline=_num(roof * 100 if roof else None, "{:.0f}%"), cases=tuple(cells),
+                timed=any(c.kind == "benchmark" and c.ok and c.device for c in r.cases), scan=r.scan,
+                detail=_failure_reason(r, label, markup=False)))
+
+    def _name(self, row: _BoardRow, layout: BoardLayout) -> str:
+        return short_name(row.name, layout.name_limit) if layout.name_limit else row.name
+
+    def main_table(self, console: Console, layout: BoardLayout, detail_width: Optional[int]) -> Table:
+        """The ranked table; with a detail column `detail_width` cells wide when that is not None."""
+        table = Table(title=Text(self.title), title_justify="left")
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("submission", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column(_header(self.score_title), justify="right", style="bold", no_wrap=True)
+        table.add_column("geomean\n% of BW", justify="right", no_wrap=True)
+        if layout.cases_inline:
+            for title in self.columns:
+                table.add_column(title.replace(" ", "\n"), justify="right", no_wrap=True)
+        if layout.scan != "below":
+            table.add_column("static scan\n(review)" if layout.scan == "full" else "scan\n(review)", no_wrap=True)
+        if detail_width is not None:
+            table.add_column("detail", width=detail_width, no_wrap=True, overflow="ellipsis")
+        for row in self.rows:
+            cells = [row.rank, self._name(row, layout), row.status, row.score, row.roofline]
+            if layout.cases_inline:
+                cells += row.cases
+            if layout.scan != "below":
+                cells.append(_scan_text(row.scan, full=layout.scan == "full"))
+            if detail_width is not None:
+                cells.append(_clip(console, row.detail, detail_width)[0])
+            table.add_row(*cells)
+        return table
+
+    def case_tables(self, console: Console, options: ConsoleOptions, layout: BoardLayout) -> list[Table]:
+        """The per-case medians as compact tables (submission, then as many cases as fit the width)."""
+        rows = [row for row in self.rows if row.timed]
+        tables: list[Table] = []
+        start = 0
+        while rows and start < len(self.columns):
+            end = start + 1
+            while end < len(self.columns) and _natural_width(
+                    console, options, self._case_table(rows, layout, start, end + 1)) <= options.max_width:
+                end += 1
+            tables.append(self._case_table(rows, layout, start, end))
+            start = end
+        return tables
+
+    def _case_table(self, rows: Sequence[_BoardRow], layout: BoardLayout, start: int, end: int) -> Table:
+        title = ("Per-case median µs (⚠ = noisy)" if start == 0 else
+                 f"Per-case median µs, continued (cases {start + 1}-{end} of {len(self.columns)})")
+        table = Table(title=title, title_justify="left")
+        table.add_column("submission", no_wrap=True)
+        for title in self.columns[start:end]:
+            table.add_column(title.replace(" ", "\n"), justify="right", no_wrap=True)
+        for row in rows:
+            table.add_row(self._name(row, layout), *row.cases[start:end])
+        return table
+
+    def layout(self, console: Console, options: ConsoleOptions) -> tuple[BoardLayout, Optional[int]]:
+        """The first of LAYOUTS that fits `options.max_width`, and the width of its detail column."""
+        longest = max((cell_len(" ".join(row.detail.split())) for row in self.rows), default=0)
+        for layout in self.LAYOUTS:
+            room = _detail_room(console, options, self.main_table(console, layout, None))
+            if longest and layout.detail_inline:
+                if room >= max(len("detail"), min(MIN_DETAIL, longest)):
+                    return layout, min(room, max(len("detail"), longest))
+            elif room >= -3:  # no detail column: the table alone fits
+                return layout, None
+        return self.LAYOUTS[-1], None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        layout, detail_width = self.layout(console, options)
+        yield self.main_table(console, layout, detail_width)
+        if not layout.cases_inline:
+            yield from self.case_tables(console, options, layout)
+        failures = [(row.name, row.detail) for row in self.rows if row.detail and (
+            detail_width is None or _clip(console, row.detail, detail_width)[1])]
+        yield from _notes("Why they failed, in full:", failures)
+        scans = [(row.name, row.scan.summary()) for row in self.rows if _scan_cut(row.scan, layout.scan)]
+        yield from _notes("Static scan, in full (for review: flags never change a verdict):", scans)
+        names = [("", row.name) for row in self.rows if self._name(row, layout) != row.name]
+        yield from _notes("Shortened names, in full:", names)
+
+
+def leaderboard_table(results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
+                      bandwidth: Optional[float] = None, ranking: str = "geom") -> Leaderboard:
+    """The ranked leaderboard, laid out for the width it is printed at (see Leaderboard)."""
+    return Leaderboard(results, label, device, bandwidth, ranking)
 
 
 def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
@@ -155,20 +375,38 @@ def phase_line(r: SubmissionResult) -> str:
     return f"{escape(r.name)}: {r.phases.get('total', 0.0):.1f} s = " + " · ".join(parts) + " s"
 
 
-def _scan_cell(r: SubmissionResult) -> str:
-    text = r.scan.summary()
-    return f"[yellow]{text}[/]" if r.scan.flags else text
+def _scan_text(scan: ScanResult, full: bool = True) -> Text:
+    """The scan's summary; short: the flag count, or the classification ("unscanned" for any reason)."""
+    if full:
+        text = scan.summary()
+    elif scan.flags:
+        text = f"{len(scan.flags)} flag{'s' if len(scan.flags) > 1 else ''}"
+    else:
+        text = "unscanned" if scan.classification.startswith("not scanned") else scan.classification
+    return Text(text, style="yellow" if scan.flags else "")
 
 
-def _failure_reason(r: SubmissionResult, label: Callable[[dict], str]) -> str:
+def _scan_cut(scan: ScanResult, shown: str) -> bool:
+    """Whether the scan column (`shown`: "full", "short" or "below") leaves out something worth reading."""
+    if shown == "full":
+        return False
+    if shown == "below":
+        return scan.summary() != "clean"
+    return bool(scan.flags) or scan.classification not in ("clean", "not scanned")
+
+
+def _failure_reason(r: SubmissionResult, label: Callable[[dict], str], markup: bool = True) -> str:
+    """Why `r` failed: its error, or its first failing case's reason (rich markup escaped unless
+    `markup` is False: plain text for a Text cell)."""
+    esc = escape if markup else (lambda text: text)
     if r.error:
-        return escape(r.error)
+        return esc(r.error)
     failed = [c for c in r.cases if not c.ok and not c.reason.startswith("not run")]
     if not failed:
         return ""
     first = failed[0]
     more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-    return f"{first.kind} {_case_label(first, label)}: {escape(first.reason)}{more}"
+    return f"{first.kind} {_case_label(first, label)}: {esc(first.reason)}{more}"
 
 
 def _case_label(c: CaseResult, label: Callable[[dict], str]) -> str:
@@ -250,6 +488,7 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
         base = {"submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
                 "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
                 "static_scan": r.scan.summary(), "error": r.error, "sandboxed": r.sandboxed, "audit": r.audit,
+                "companion": r.companion,
                 **{f"seconds_{k.replace(' ', '_')}": round(v, 4) for k, v in r.phases.items()}}
         if not r.cases:
             rows.append({**base, "kind": None, "case": None})

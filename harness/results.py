@@ -42,6 +42,7 @@ class SubmissionResult:
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
     sandboxed: bool = False  # its worker ran inside the OS sandbox
     audit: str = "not audited"  # what the profiler's audit of its timings found (harness/audit.py)
+    companion: str = ""  # after failing tests: its verdict on the task's companion (task.yml `companion`)
 
     @property
     def name(self) -> str:

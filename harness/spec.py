@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import typing
 from pathlib import Path
 from typing import Any, Callable
@@ -87,6 +88,10 @@ class TaskSpec:
     dims: dict[str, float] = dataclasses.field(default_factory=dict)          # the task's constants, for readers
     kv_formats: list[str] = dataclasses.field(default_factory=list)  # input variants a submission may read
     precision_contract: list[str] = dataclasses.field(default_factory=list)  # what a legitimate kernel may do
+    reference: str = "reference.py"  # the task's code, relative to this file (a task variant can share one)
+    # a narrower task (a file relative to this one), e.g. the competition's own cases: a file that
+    # fails this task's tests is also tested there, and the report says what it would have got
+    companion: str = ""
     path: str = ""
 
     def cases(self, kind: str, small: bool = False) -> list[Case]:
@@ -124,6 +129,7 @@ def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None
         raise SpecError(f"{label}: ranking: must be one of {', '.join(RANKINGS)}, got {spec.ranking!r}")
     if spec.timing.min_runs < 1 or spec.timing.max_runs < spec.timing.min_runs:
         raise SpecError(f"{label}: timing: need 1 <= min_runs <= max_runs")
+    _check_values(spec, label)
     for where, cases in (("tests", spec.tests), ("benchmarks", spec.benchmarks),
                          ("cpu.tests", spec.cpu.tests), ("cpu.benchmarks", spec.cpu.benchmarks)):
         if not cases:
@@ -131,6 +137,27 @@ def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None
         for i, case in enumerate(cases):
             check_case(case, f"{label}: {where}[{i}]", generate_input)
     return spec
+
+
+def _check_values(spec: TaskSpec, label: str) -> None:
+    """Values, not only keys: a zero or negative tolerance, timeout or budget is an error here, not
+    a check that passes zeros or a division by zero later."""
+    for name, params in spec.check.policies.items():
+        for key, value in params.items():
+            if not (math.isfinite(value) and value > 0):
+                raise SpecError(f"{label}: check.policies.{name}.{key}: must be a positive number, got {value}")
+            if key == "max_mismatch" and value >= 1:
+                raise SpecError(f"{label}: check.policies.{name}.{key}: a share of the elements, below 1, got {value}")
+    for key, value in dataclasses.asdict(spec.timeouts).items():
+        if not (math.isfinite(value) and value > 0):
+            raise SpecError(f"{label}: timeouts.{key}: must be a positive number of seconds, got {value}")
+    timing = spec.timing
+    if timing.warmup_calls < 0:
+        raise SpecError(f"{label}: timing.warmup_calls: must be 0 or more, got {timing.warmup_calls}")
+    if not (math.isfinite(timing.max_seconds) and timing.max_seconds > 0):
+        raise SpecError(f"{label}: timing.max_seconds: must be a positive number, got {timing.max_seconds}")
+    if not 0 < timing.target_rel_ci < 1:
+        raise SpecError(f"{label}: timing.target_rel_ci: must be between 0 and 1, got {timing.target_rel_ci}")
 
 
 def check_case(case: dict[str, Any], where: str, generate_input: Callable[..., Any] | None) -> None:

@@ -51,12 +51,9 @@ TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
 
 def _load_submission(name: str, tag: str):
     """A bundled submission file as a fresh module (its module-level state is the test's own)."""
-    import importlib.util
+    from harness.worker.loop import load_module
 
-    spec = importlib.util.spec_from_file_location(f"{tag}_{name[:-3]}", ROOT / "submissions" / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "submissions" / name, f"{tag}_{name[:-3]}")
 
 
 @pytest.mark.parametrize("name", TRITON_KERNELS)
@@ -95,13 +92,12 @@ def _run_interpreted(argv: list[str], timeout: float):
 
 
 _SPLIT_KV_CHECK = """
-import importlib.util, sys
+import sys
 import torch
 from harness.problem import load_problem
+from harness.worker.loop import load_module
 root, name = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("split_" + name[:-3], root + "/submissions/" + name)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+module = load_module(root + "/submissions/" + name, "split_" + name[:-3])
 module.MIN_TILES_PER_SPLIT, module.CPU_PROGRAM_SLOTS, module.PARTIAL_LIMIT = 1, 64, 1e9
 problem = load_problem(root + "/task.yml")
 for args, seed in (({"batchsize": 3, "qseqlen": 1, "kvseqlen": 200, "kvseqlens": [200, 33, 129]}, 5),

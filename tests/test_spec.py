@@ -42,12 +42,41 @@ def test_real_task_loads():
     (lambda t: t["check"].update(policy="lenient"), "check.policy: 'lenient' is not one of check.policies"),
     (lambda t: t["check"]["policies"]["strict"].update(rel_l2="2%"),
      "check.policies.strict.rel_l2: expected a number, got str"),
+    # values, not only keys: a negative tolerance would pass zeros, a zero one divide by zero
+    (lambda t: t["check"]["policies"]["strict"].update(rel_l2=-0.02),
+     "check.policies.strict.rel_l2: must be a positive number, got -0.02"),
+    (lambda t: t["check"]["policies"]["strict"].update(row_rel_l2=0),
+     "check.policies.strict.row_rel_l2: must be a positive number, got 0"),
+    (lambda t: t["check"]["policies"]["competition"].update(atol=float("nan")),
+     "check.policies.competition.atol: must be a positive number, got nan"),
+    (lambda t: t["check"]["policies"]["competition"].update(max_mismatch=1.5),
+     "check.policies.competition.max_mismatch: a share of the elements, below 1, got 1.5"),
+    (lambda t: t["timeouts"].update(test_case=0), "timeouts.test_case: must be a positive number of seconds, got 0"),
+    (lambda t: t["timing"].update(warmup_calls=-1), "timing.warmup_calls: must be 0 or more, got -1"),
+    (lambda t: t["timing"].update(max_seconds=-5), "timing.max_seconds: must be a positive number, got -5"),
+    (lambda t: t["timing"].update(target_rel_ci=0), "timing.target_rel_ci: must be between 0 and 1, got 0"),
 ])
 def test_bad_task_file_names_the_key(tmp_path, edit, message):
     with pytest.raises(SpecError) as err:
         load_task(write_variant(tmp_path, edit), reference.generate_input)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_competition_task_is_the_competitions_own_case_list():
+    """tasks/competition/task.yml: the competition's final tests, benchmarks and seeds (its task
+    file in gpu-mode/reference-kernels), its check by default, and the repository's reference.py."""
+    spec = load_task(ROOT / "tasks" / "competition" / "task.yml", reference.generate_input)
+    tests = [(c.args["batchsize"], c.args["kvseqlen"], c.args["seed"]) for c in spec.cases("test")]
+    assert tests == [(4, 1024, 4220), (32, 1024, 5412), (64, 8192, 1360), (256, 8192, 9826)]
+    benchmarks = [(c.args["batchsize"], c.args["kvseqlen"], c.args["seed"]) for c in spec.cases("benchmark")]
+    assert benchmarks == [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
+                          (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
+    every = spec.tests + spec.benchmarks + spec.cpu.tests + spec.cpu.benchmarks
+    assert all(c["qseqlen"] == 1 and "kvseqlens" not in c for c in every)
+    assert spec.check.policy == "competition" and spec.ranking == "geom"
+    assert (ROOT / "tasks" / "competition" / spec.reference).resolve() == ROOT / "reference.py"
+    assert load_task(ROOT / "task.yml").companion == "tasks/competition/task.yml"
 
 
 def test_invalid_yaml(tmp_path):

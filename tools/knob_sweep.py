@@ -15,7 +15,6 @@ Prints one markdown table: median µs per case and configuration, and the geomea
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import statistics
@@ -27,13 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
+from harness.worker.loop import load_module  # noqa: E402
 from harness.worker.timer import CallTimer  # noqa: E402
 
 
 def load(path: str, tag: int, knobs: dict):
-    spec = importlib.util.spec_from_file_location(f"swept_{tag}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(path, f"swept_{tag}")
     for name, value in knobs.items():
         if not hasattr(module, name):
             raise SystemExit(f"{path}: no knob named {name}")

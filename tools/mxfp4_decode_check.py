@@ -15,7 +15,6 @@ Usage (repo root; on a CPU machine prefix TRITON_INTERPRET=1):
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,11 +25,10 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from harness.quant import dequantize_mxfp4  # noqa: E402
+from harness.worker.loop import load_module  # noqa: E402
 
 _path = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "submissions" / "triton_mxfp4.py")
-_spec = importlib.util.spec_from_file_location("mxfp4_submission", _path)
-sub = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sub)
+sub = load_module(_path, "mxfp4_submission")
 _load_fp4_raw, _decode_fp4 = sub._load_fp4_raw, sub._decode_fp4
 
 

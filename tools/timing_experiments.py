@@ -98,74 +98,9 @@ def main() -> int:
     problem = load_problem(ROOT / "task.yml")
     fn = load(args.submission, 0, {}).custom_kernel
     timer = CallTimer("cuda", info.l2_bytes)
-    write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
     print(f"{info.describe()}, L2 {info.l2_bytes / 2**20:.0f} MiB, flush (2x L2 write) {timer.flush_s * 1e6:.1f} µs")
-    rows = []
-    for index in (int(i) for i in args.cases.split(",")):
-        case = problem.spec.cases("benchmark")[index]
-        label = problem.label(case.args)
-        data = problem.generate(case.args, case.seed, info.torch_device)
-        for _ in range(3):
-            fn(data)
-        torch.cuda.synchronize()
-
-        # 1. the harness's method, and without its final read
-        device, host = [], []
-        for _ in range(args.calls):
-            _, t = timer(fn, data, timed=True)
-            device.append(t.device_s * 1e6)
-            host.append(t.host_s * 1e6)
-        harness_us, host_us = statistics.median(device), statistics.median(host)
-        write_only = [write_timer(fn, data, timed=True)[1].device_s * 1e6 for _ in range(args.calls)]
-        write_only_us = statistics.median(write_only)
-
-        # 2./3. rotated input sets (cold) and one input set (warm), one call between events,
-        # all calls of a burst queued behind busy writes that outlast their launches
-        k = min(64, max(3, -(-3 * info.l2_bytes // input_bytes(data))))
-        rotated = [problem.generate(case.args, case.seed + 1 + i, info.torch_device) for i in range(k)]
-        for d in rotated[:2]:
-            fn(d)
-        burst = [rotated[i % k] for i in range(max(k, 24))]  # K sets in turn: every call cold
-        busy = 2 + int(3.0 * len(burst) * host_us * 1e-6 / timer.flush_s)
-        reps = max(1, -(-args.calls // len(burst)))
-        rotated_us, rotated_ahead = per_call_burst(fn, burst, timer.buffer, busy, reps)
-        warm_us, warm_ahead = per_call_burst(fn, [data] * len(burst), timer.buffer, busy, reps)
-        if not (rotated_ahead and warm_ahead):
-            print(f"{label}: a burst was not fully queued before its busy work ended: rotated / no-flush not launch-hidden")
-        b2b_us = back_to_back(fn, rotated, timer.buffer, busy, reps=10)
-        del rotated
-
-        # 4. CUDA graph replays behind the harness's flush
-        graph_us = float("nan")
-        try:
-            replay = capture_graph(fn, data)
-            graph_us = statistics.median(timer(replay, data, timed=True)[1].device_s * 1e6
-                                         for _ in range(args.calls))
-        except Exception as exc:  # not capturable: report and go on
-            print(f"{label}: graph capture failed: {type(exc).__name__}: {exc}")
-
-        # 5. kernel durations from the profiler, with the harness's flush before each call
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(20):
-                timer(fn, data, timed=True)
-            torch.cuda.synchronize()
-        kernel_us = sum(e.device_time_total for e in prof.key_averages()
-                        if not any(w in e.key.lower() for w in ("zero", "fill", "reduce_kernel"))
-                        and e.device_time_total > 0) / 20
-        # host time of a call with the GPU idle
-        torch.cuda.synchronize()
-        idle_host = []
-        for _ in range(50):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            fn(data)
-            idle_host.append((time.perf_counter() - start) * 1e6)
-        rows.append((label, k, harness_us, write_only_us, rotated_us, warm_us, b2b_us, graph_us, kernel_us,
-                     host_us, statistics.median(idle_host)))
-        torch.cuda.synchronize()
-
+    rows = [measure_case(problem, problem.spec.cases("benchmark")[int(i)], fn, info, timer, args.calls)
+            for i in args.cases.split(",")]
     print()
     print("| case | K sets | harness µs | write-only µs | rotated µs | no-flush µs | rotated b2b µs | graph µs "
           "| kernels µs | harness / rotated | harness / rotated b2b | no-flush / rotated | host µs (timed) "
@@ -175,6 +110,78 @@ def main() -> int:
         print(f"| {label} | {k} | {h:.1f} | {wo:.1f} | {r:.1f} | {w:.1f} | {b2b:.1f} | {g:.1f} | {kern:.1f} "
               f"| {h / r:.3f} | {h / b2b:.3f} | {w / r:.3f} | {host_us:.0f} | {idle:.0f} |")
     return 0
+
+
+def measure_case(problem, case, fn, info, timer, calls: int) -> tuple:
+    """One table row: the case timed every way this script compares."""
+    label = problem.label(case.args)
+    data = problem.generate(case.args, case.seed, info.torch_device)
+    for _ in range(3):
+        fn(data)
+    torch.cuda.synchronize()
+
+    # 1. the harness's method, and without its final read
+    device, host = [], []
+    for _ in range(calls):
+        _, t = timer(fn, data, timed=True)
+        device.append(t.device_s * 1e6)
+        host.append(t.host_s * 1e6)
+    harness_us, host_us = statistics.median(device), statistics.median(host)
+    write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
+    write_only_us = statistics.median([write_timer(fn, data, timed=True)[1].device_s * 1e6 for _ in range(calls)])
+
+    # 2./3. rotated input sets (cold) and one input set (warm), one call between events,
+    # all calls of a burst queued behind busy writes that outlast their launches
+    k = min(64, max(3, -(-3 * info.l2_bytes // input_bytes(data))))
+    rotated = [problem.generate(case.args, case.seed + 1 + i, info.torch_device) for i in range(k)]
+    for d in rotated[:2]:
+        fn(d)
+    burst = [rotated[i % k] for i in range(max(k, 24))]  # K sets in turn: every call cold
+    busy = 2 + int(3.0 * len(burst) * host_us * 1e-6 / timer.flush_s)
+    reps = max(1, -(-calls // len(burst)))
+    rotated_us, rotated_ahead = per_call_burst(fn, burst, timer.buffer, busy, reps)
+    warm_us, warm_ahead = per_call_burst(fn, [data] * len(burst), timer.buffer, busy, reps)
+    if not (rotated_ahead and warm_ahead):
+        print(f"{label}: a burst was not fully queued before its busy work ended: rotated / no-flush not launch-hidden")
+    b2b_us = back_to_back(fn, rotated, timer.buffer, busy, reps=10)
+    del rotated
+
+    # 4. CUDA graph replays behind the harness's flush
+    graph_us = float("nan")
+    try:
+        replay = capture_graph(fn, data)
+        graph_us = statistics.median(timer(replay, data, timed=True)[1].device_s * 1e6 for _ in range(calls))
+    except Exception as exc:  # not capturable: report and go on
+        print(f"{label}: graph capture failed: {type(exc).__name__}: {exc}")
+    row = (label, k, harness_us, write_only_us, rotated_us, warm_us, b2b_us, graph_us,
+           profiled_kernels_us(fn, data, timer), host_us, idle_host_us(fn, data))
+    torch.cuda.synchronize()
+    return row
+
+
+def profiled_kernels_us(fn, data, timer) -> float:
+    """5. kernel durations per call from the profiler, with the harness's flush before each call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            timer(fn, data, timed=True)
+        torch.cuda.synchronize()
+    return sum(e.device_time_total for e in prof.key_averages()
+               if not any(w in e.key.lower() for w in ("zero", "fill", "reduce_kernel"))
+               and e.device_time_total > 0) / 20
+
+
+def idle_host_us(fn, data) -> float:
+    """Host time of a call with the GPU idle (median of 50)."""
+    torch.cuda.synchronize()
+    idle_host = []
+    for _ in range(50):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn(data)
+        idle_host.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(idle_host)
 
 
 if __name__ == "__main__":

@@ -127,15 +127,23 @@ class _LoadError(Exception):
         self.kind = kind
 
 
+def load_module(path: "str | Path", name: str = "submission"):
+    """Import a submission file as the module `name`, its folder first on the import path (as a
+    competition's runner does); exceptions propagate. The one submission loader: the worker, the
+    tools and the tests use it."""
+    source = Path(path)
+    spec = importlib.util.spec_from_file_location(name, source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(source.parent))
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load(path: str):
     """Import the submission file and return its custom_kernel, or raise _LoadError."""
-    source = Path(path)
-    spec = importlib.util.spec_from_file_location("submission", source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = module
-    sys.path.insert(0, str(source.parent))
     try:
-        spec.loader.exec_module(module)
+        module = load_module(path)
     except SyntaxError as exc:
         raise _LoadError("syntax error", f"syntax error at line {exc.lineno}: {exc.msg}") from None
     except ImportError as exc:

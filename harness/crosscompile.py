@@ -1,0 +1,934 @@
+"""Cross-compile report: does each Triton kernel a submission launches compile for AMD (and NVIDIA)
+targets, and what does it cost there, on a machine without that GPU.
+
+    python -m harness.crosscompile --submission FILE [--target gfx950 --target gfx942] [--task task.yml]
+
+Three processes; the submission is untrusted code, so the two that run it are inside the OS sandbox
+(harness/launch.py's `bwrap_command`, as for a worker):
+  * the capture process (`--child`): runs the task's small test cases on the CPU under Triton's
+    interpreter and records every kernel launch (function, argument types, constexpr values, launch
+    options), deduplicated by what Triton specializes a compiled kernel on;
+  * the compile process (`--compile-stage`), started by the capture process without TRITON_INTERPRET:
+    imports the submission again (its kernels are then Triton JIT functions), rebuilds each launch for
+    each target exactly as a launch there would (Triton's own argument binder and option parser for
+    that target's backend), compiles it offline and reads the compiler's numbers: registers, spills,
+    LDS / shared memory, the matrix instructions in the assembly;
+  * the parent (`cross_compile_report`): starts the capture process and reads its JSON report strictly
+    (size cap, every field's type checked); it never imports the submission.
+
+This is a diagnostic: nothing is ranked on it, and a submission can forge what its own processes
+report. What is captured is what the submission launches on the CPU: a file that picks other
+constexprs or options on a GPU (the bundled ones use fp32 dot operands under the interpreter and add
+AMD options only under ROCm) is compiled as it would launch there with `--set NAME=VALUE` (a
+constexpr) and `--option NAME=VALUE` (a launch option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+DEFAULT_TARGETS = ("gfx950", "gfx942")
+REPORT_LIMIT = 4 << 20      # bytes of the child's JSON report the parent reads
+TEXT_LIMIT = 600            # characters kept of any one string in a report
+DEFAULT_TIMEOUT = 900       # seconds for capture and every compile together
+
+
+# ---------------------------------------------------------------------------------------------
+# What a target allows.
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class AmdLimits:
+    """Per compute unit: SIMDS_PER_CU SIMDs sharing `lds_bytes` of LDS (also the most one workgroup
+    may use); per SIMD: a register file of `vgpr_file` VGPRs per lane, shared by a wave's
+    architectural VGPRs and AGPRs and allocated in blocks of `vgpr_granule`, `sgpr_file` SGPRs, and
+    at most `max_waves` waves."""
+
+    lds_bytes: int
+    vgpr_file: int = 512
+    vgpr_granule: int = 8
+    sgpr_file: int = 800
+    max_waves: int = 8
+
+
+SIMDS_PER_CU = 4
+# CDNA3 (gfx942, MI300X) and CDNA4 (gfx950, MI355X). Sources: the LDS sizes are the ones Triton's AMD
+# backend allocates shared memory against (160 KiB on CDNA4, 64 KiB before it); the register files,
+# the 8-register VGPR blocks and the 8-wave cap are AMD's CDNA3 / CDNA4 ISA guides' figures as LLVM's
+# AMDGPU backend uses them, and `amd_occupancy` reproduces the "; Occupancy:" line LLVM writes into
+# every kernel's assembly (tests/test_crosscompile.py compares the two).
+AMD_LIMITS = {"gfx942": AmdLimits(lds_bytes=64 << 10), "gfx950": AmdLimits(lds_bytes=160 << 10)}
+# Shared memory one thread block may use (opt-in maximum): 227 KiB on compute capability 9.0 and
+# 10.0 (the CUDA C++ Programming Guide's table of technical specifications).
+NVIDIA_SHARED_BYTES = {90: 227 << 10, 100: 227 << 10}
+
+# Named messages for the usual traps (tests/amd_style/ has a file for each of the first three).
+FP8_OCP_ON_GFX942 = ("float8_e4m3fn on gfx942: MI300's fp8 is e4m3fnuz (torch.float8_e4m3fnuz, max 240), which "
+                     "the harness hands a submission there (harness/device.py fp8_dtype); OCP e4m3 is converted in "
+                     "software and tl.dot on it falls back to fp16 MFMA")
+FNUZ_ON_GFX950 = ("float8_e4m3fnuz on gfx950: MI355X's fp8 is OCP e4m3fn; fnuz is converted in software and "
+                  "tl.dot on it falls back to fp16 MFMA")
+AMD_OPTIONS_ON_NVIDIA = ("{names}: AMD-only launch option(s): Triton on NVIDIA rejects the launch (KeyError: "
+                         "unrecognised keyword); pass them only when torch.version.hip")
+NVIDIA_OPTIONS_ON_AMD = ("{names}: NVIDIA-only launch option(s): Triton on AMD rejects the launch (KeyError: "
+                         "unrecognised keyword); pass them only on CUDA")
+KPACK_ON_GFX950 = "kpack={value} is ignored on gfx950 (Triton resets it to 1 and warns)"
+LDS_BEYOND_TARGET = ("needs {need:.1f} KiB of {what}; {target} has {have:.0f} KiB per workgroup: the launch fails "
+                     "(out of resource: shared memory)")
+SPILLS = "spills: {vgprs} VGPRs and {sgprs} SGPRs, {bytes} B of scratch per lane"
+NVIDIA_LOCAL = "{bytes} B of local memory per thread (spills or local arrays)"
+NO_MATRIX = "no matrix instructions: vector math fallback"
+WAVES_NOT_MET = "waves_per_eu={asked} asked for, the registers allow {got}"
+
+
+class CrossCompileError(RuntimeError):
+    """The report could not be made; the message is one line saying why."""
+
+
+def parse_target(name: str) -> tuple[str, Any, int]:
+    """("hip", "gfx950", 64) for "gfx950", ("cuda", 90, 32) for "sm_90": the GPUTarget fields;
+    ValueError for anything else."""
+    if re.fullmatch(r"gfx[0-9]{2,4}[a-z]?", name):
+        return "hip", name, 64 if int(name[3:-2] or 0) < 10 else 32
+    match = re.fullmatch(r"sm_?([0-9]{2,3})a?", name)
+    if match:
+        return "cuda", int(match.group(1)), 32
+    raise ValueError(f"unknown target {name!r}: use an AMD architecture (gfx950, gfx942) or an NVIDIA one (sm_90, sm_100)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiler's numbers (pure functions of its output).
+# ---------------------------------------------------------------------------------------------
+_AMD_FIELDS = {"vgpr": r"\.vgpr_count:\s*(\d+)", "agpr": r"\.agpr_count:\s*(\d+)", "sgpr": r"\.sgpr_count:\s*(\d+)",
+               "spill_vgpr": r"\.vgpr_spill_count:\s*(\d+)", "spill_sgpr": r"\.sgpr_spill_count:\s*(\d+)",
+               "scratch_bytes": r"\.private_segment_fixed_size:\s*(\d+)",
+               "compiler_occupancy": r";\s*Occupancy:\s*(\d+)"}
+
+
+def parse_amdgcn(asm: str) -> dict[str, Optional[int]]:
+    """Register counts, spills and scratch from the kernel metadata the AMD backend writes into the
+    assembly (`.vgpr_count` counts architectural VGPRs and AGPRs together, as they are allocated),
+    and LLVM's own occupancy line."""
+    found = {}
+    for key, pattern in _AMD_FIELDS.items():
+        match = re.search(pattern, asm)
+        found[key] = int(match.group(1)) if match else None
+    return found
+
+
+def amd_occupancy(arch: str, vgprs: int, sgprs: int, lds_bytes: int, num_warps: int) -> tuple[Optional[int], str]:
+    """Waves per SIMD the registers and LDS of one kernel allow on `arch`, and what limits it first
+    ("max" when nothing does: the hardware's cap); (None, "") for an architecture without limits here."""
+    limits = AMD_LIMITS.get(arch)
+    if limits is None:
+        return None, ""
+    blocks = -(-max(vgprs, 1) // limits.vgpr_granule) * limits.vgpr_granule
+    allowed = {"max": limits.max_waves, "VGPR": limits.vgpr_file // blocks, "SGPR": limits.sgpr_file // max(sgprs, 1)}
+    if lds_bytes:
+        groups = limits.lds_bytes // lds_bytes
+        allowed["LDS"] = 0 if groups == 0 else max(1, groups * num_warps // SIMDS_PER_CU)
+    limiter = min(allowed, key=allowed.get)
+    return allowed[limiter], limiter
+
+
+_AMD_MATRIX = re.compile(r"\b(v_mfma\w*|v_smfmac\w*|v_wmma\w*|v_swmmac\w*)")
+_NVIDIA_MATRIX = re.compile(r"\b((?:mma\.sync|wgmma\.mma_async|tcgen05\.mma)[\w.:]*)")
+
+
+def matrix_instructions(asm: str, vendor: str) -> list[str]:
+    """The distinct matrix instructions in a kernel's assembly (amdgcn) or PTX, sorted."""
+    pattern = _AMD_MATRIX if vendor == "hip" else _NVIDIA_MATRIX
+    return sorted(set(pattern.findall(asm)))
+
+
+def uses_dot(ttir: str) -> bool:
+    """Whether the kernel asks for a matrix product (tl.dot / tl.dot_scaled) at all."""
+    return bool(re.search(r"\btt\.dot(_scaled)?\b", ttir))
+
+
+def parse_resource_usage(text: str) -> dict[str, int]:
+    """REG / STACK / SHARED / LOCAL of the first function in `cuobjdump --dump-resource-usage` output."""
+    return {key: int(value) for key, value in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)[:4]}
+
+
+def fp8_traps(arch: str, types: Iterable[str], ttir: str = "") -> list[str]:
+    """The fp8 messages for `arch`, from the kernel's argument types (torch's names, or Triton's:
+    fp8e4nv is OCP e4m3, fp8e4b8 MI300's fnuz) and, once compiled, its TTIR (fp8 made inside the kernel)."""
+    types = " ".join(types)
+    ocp = re.search(r"\b(fp8e4nv|float8_e4m3fn)\b", types) or re.search(r"\bf8E4M3FN\b", ttir)
+    fnuz = re.search(r"\b(fp8e4b8|float8_e4m3fnuz)\b", types) or re.search(r"\bf8E4M3FNUZ\b", ttir)
+    notes = []
+    if arch == "gfx942" and ocp:
+        notes.append(FP8_OCP_ON_GFX942)
+    if arch == "gfx950" and fnuz:
+        notes.append(FNUZ_ON_GFX950)
+    return notes
+
+
+def compile_error_line(exc: BaseException, first_line: Optional[int] = None) -> str:
+    """A compiler failure as one line: for Triton's CompilationError the kernel's source line and
+    the message (not the source excerpt), else the exception's type and first lines of message."""
+    from harness.channel import one_line
+
+    node = getattr(exc, "node", None)
+    if hasattr(exc, "src") and node is not None:  # a CompilationError (its message holds a source excerpt)
+        message, cause = exc.error_message, exc.__cause__
+        while message is None and cause is not None:  # the reason sits in the exception it wraps
+            if not hasattr(cause, "error_message"):
+                message = one_line(cause)
+                break
+            message, cause = cause.error_message, cause.__cause__
+        where = getattr(node, "lineno", None)
+        if where is not None and first_line is not None:
+            where = f"line {first_line + where - 1}"
+        elif where is not None:
+            where = f"kernel line {where}"
+        text = " ".join((message or type(exc).__name__).split())
+        return f"{type(exc).__name__} at {where}: {text}" if where else f"{type(exc).__name__}: {text}"
+    text = one_line(exc)
+    if "ptxas" in text and "stderr:" in text:  # ptxas's log follows its exit code: keep the log's first error
+        text = text.split("stderr:", 1)[1].split(" Repro command")[0].strip()
+    return re.sub(r" at 0x[0-9a-f]+", "", text)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: start the sandboxed capture process, read its report strictly.
+# ---------------------------------------------------------------------------------------------
+_INT = (int, type(None))
+ROW_FIELDS: dict[str, Any] = {
+    "kernel": str, "target": str, "status": str, "error": (str, type(None)), "launches": int, "cases": list,
+    "signature": dict, "constexprs": dict, "options": dict, "overrides": list, "compile_args": dict,
+    "vgpr": _INT, "agpr": _INT, "sgpr": _INT, "spill_vgpr": _INT, "spill_sgpr": _INT, "scratch_bytes": _INT,
+    "lds_bytes": _INT, "occupancy": _INT, "occupancy_limit": str, "compiler_occupancy": _INT,
+    "num_warps": _INT, "matrix": list, "uses_dot": bool, "notes": list,
+}
+STATUSES = ("compiled", "failed", "won't launch", "skipped")
+
+
+def cross_compile_report(submission: Path, targets: list[str], task: Path, sandbox: str = "auto", *,
+                         cases: Optional[int] = None, constexprs: Sequence[str] = (), options: Sequence[str] = (),
+                         private: Sequence[Path] = (), timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
+    """One row per (captured kernel specialization, target): see ROW_FIELDS and `report_table`.
+    `constexprs` / `options`: "NAME=VALUE" overrides applied to every captured launch before
+    compiling. Raises CrossCompileError (one line) when no report can be made, SandboxUnavailable
+    for sandbox="require" where there is no sandbox, ValueError for a bad target or override."""
+    from harness.launch import _limits, bwrap_command, child_env, find_bwrap, use_sandbox
+
+    submission, task = Path(submission).resolve(), Path(task).resolve()
+    for name in targets:
+        parse_target(name)
+    for text in (*constexprs, *options):
+        if not re.fullmatch(r"[A-Za-z_]\w*=.+", text):
+            raise ValueError(f"{text!r}: an override is NAME=VALUE")
+    for path, what in ((submission, "submission"), (task, "task file")):
+        if not path.is_file():
+            raise CrossCompileError(f"{path}: {what} not found")
+    sandboxed = use_sandbox(sandbox)
+    child = [sys.executable, "-m", "harness.crosscompile", "--child", "--submission", str(submission),
+             "--task", str(task), *(f"--target={t}" for t in targets), *(f"--set={c}" for c in constexprs),
+             *(f"--option={o}" for o in options), *(["--cases", str(cases)] if cases else [])]
+    env = child_env()
+    env.pop("TRITON_INTERPRET", None)
+    with tempfile.TemporaryDirectory(prefix="mla-eval-xc-") as scratch, \
+            tempfile.TemporaryDirectory(prefix="mla-eval-xc-out-") as outside:
+        (Path(scratch) / "triton-cache").mkdir()
+        if sandboxed:
+            command = bwrap_command(find_bwrap(), submission, Path(scratch), private) + child
+        else:
+            command = child
+            env.update(HOME=scratch, TRITON_CACHE_DIR=str(Path(scratch) / "triton-cache"))
+        out_path, err_path = Path(outside) / "report.json", Path(outside) / "stderr.txt"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=scratch,
+                                    start_new_session=True, preexec_fn=_limits)
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
+        with open(out_path, "rb") as f:
+            raw = f.read(REPORT_LIMIT + 1)
+        with open(err_path, "rb") as f:
+            f.seek(max(0, err_path.stat().st_size - 8192))
+            err_tail = f.read().decode("utf-8", "replace")
+    if len(raw) > REPORT_LIMIT:
+        raise CrossCompileError(f"the report is larger than {REPORT_LIMIT} bytes")
+    if code != 0 and not raw.strip():
+        last = [line for line in err_tail.splitlines() if line.strip()][-1:] or ["no output"]
+        raise CrossCompileError(f"the cross-compile process exited with code {code}: {last[0].strip()[:TEXT_LIMIT]}")
+    rows, problem = read_report(raw)
+    if problem and not rows:
+        raise CrossCompileError(problem)
+    for row in rows:
+        row["sandboxed"] = sandboxed
+        if problem:
+            row["notes"].append(problem)
+    return rows
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def read_report(raw: bytes) -> tuple[list[dict], Optional[str]]:
+    """(rows, a one-line problem or None) from the child's JSON report, every field checked against
+    ROW_FIELDS; anything malformed raises CrossCompileError."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CrossCompileError(f"the report is not valid JSON ({str(exc)[:120]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise CrossCompileError("the report is not an object with a list of rows")
+    problem = doc.get("problem")
+    if problem is not None and not isinstance(problem, str):
+        raise CrossCompileError("the report's problem is not a string")
+    return [_checked_row(i, row) for i, row in enumerate(doc["rows"])], problem and problem[:TEXT_LIMIT]
+
+
+def _checked_row(index: int, row: Any) -> dict:
+    if not isinstance(row, dict):
+        raise CrossCompileError(f"report row {index} is not an object")
+    out = {}
+    for key, kind in ROW_FIELDS.items():
+        value = row.get(key)
+        if not isinstance(value, kind) or (kind is _INT and isinstance(value, bool)):
+            raise CrossCompileError(f"report row {index}: {key} is {type(value).__name__}")
+        out[key] = _clip(value)
+    if out["status"] not in STATUSES:
+        raise CrossCompileError(f"report row {index}: unknown status {out['status'][:40]!r}")
+    for key in ("cases", "notes", "matrix", "overrides"):
+        if not all(isinstance(item, str) for item in out[key]):
+            raise CrossCompileError(f"report row {index}: {key} holds a non-string")
+    return out
+
+
+def _clip(value: Any, depth: int = 0) -> Any:
+    """`value` with every string cut at TEXT_LIMIT characters (a JSON tree from the report)."""
+    if depth > 8:
+        raise CrossCompileError("the report nests too deep")
+    if isinstance(value, str):
+        return value[:TEXT_LIMIT]
+    if isinstance(value, list):
+        return [_clip(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {str(k)[:TEXT_LIMIT]: _clip(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Presentation.
+# ---------------------------------------------------------------------------------------------
+def _value_text(value: Any) -> str:
+    if isinstance(value, dict):
+        if "dtype" in value:
+            return str(value["dtype"])
+        if "tuple" in value:
+            return "(" + ",".join(map(_value_text, value["tuple"])) + ")"
+        return str(next(iter(value.values()), "?"))
+    return str(value)
+
+
+def specialization_labels(rows: Sequence[dict]) -> list[str]:
+    """A short name per row: the kernel, the constexprs that differ between its specializations in
+    this report, num_warps / num_stages and any other launch option."""
+    varying: dict[str, set] = {}
+    for row in rows:
+        for name, value in row["constexprs"].items():
+            varying.setdefault(f"{row['kernel']}.{name}", set()).add(json.dumps(value, sort_keys=True))
+    labels = []
+    for row in rows:
+        parts = [f"{name}={_value_text(value)}" for name, value in row["constexprs"].items()
+                 if len(varying[f"{row['kernel']}.{name}"]) > 1 or name in {o.split("=")[0] for o in row["overrides"]}]
+        opts = dict(row["options"])
+        short = [f"w{opts.pop('num_warps')}" if "num_warps" in opts else "", f"s{opts.pop('num_stages')}"
+                 if "num_stages" in opts else ""]
+        parts += [p for p in short if p] + [f"{k}={_value_text(v)}" for k, v in opts.items()]
+        labels.append(row["kernel"] + (" " + " ".join(parts) if parts else ""))
+    return labels
+
+
+def _kib(n: Optional[int]) -> str:
+    return "-" if n is None else "0" if n == 0 else f"{n / 1024:.1f} KiB"
+
+
+def report_table(rows: Sequence[dict], title: str = "cross-compile report"):
+    """The report as a rich Table: one line per kernel specialization and target."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("kernel", "left"), ("target", "left"), ("status", "left"), ("VGPR (AGPR)", "right"),
+                          ("SGPR", "right"), ("spill", "right"), ("LDS", "right"), ("waves/SIMD", "right"),
+                          ("matrix instructions", "left"), ("notes", "left")):
+        table.add_column(name, justify=justify, no_wrap=name not in ("notes", "kernel"), overflow="fold")
+    colour = {"compiled": "green", "failed": "red", "won't launch": "red", "skipped": "yellow"}
+    for label, row in zip(specialization_labels(rows), rows):
+        vgpr = "-" if row["vgpr"] is None else f"{row['vgpr']}" + (f" ({row['agpr']})" if row["agpr"] else "")
+        spill = "-" if row["status"] not in ("compiled", "won't launch") else (
+            "0" if not (row["spill_vgpr"] or row["spill_sgpr"] or row["scratch_bytes"])
+            else f"{(row['spill_vgpr'] or 0) + (row['spill_sgpr'] or 0)} reg, {row['scratch_bytes'] or 0} B")
+        waves = "-" if row["occupancy"] is None else f"{row['occupancy']} ({row['occupancy_limit']})"
+        if not row["uses_dot"]:
+            matrix = "-" if row["status"] == "compiled" or not row["matrix"] else ", ".join(row["matrix"])
+        else:
+            matrix = ", ".join(row["matrix"]) or "none"
+        notes = ([row["error"]] if row["error"] else []) + row["notes"]
+        table.add_row(escape(label), row["target"], f"[{colour[row['status']]}]{row['status']}[/]", vgpr,
+                      "-" if row["sgpr"] is None else str(row["sgpr"]), spill, _kib(row["lds_bytes"]), waves,
+                      escape(matrix), escape("; ".join(notes)))
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# The capture process (sandboxed): the submission under Triton's interpreter, every launch recorded.
+# ---------------------------------------------------------------------------------------------
+def _claim_stdout():
+    """The process's real stdout, kept for the report; file descriptor 1 (and with it sys.stdout and
+    every child) now writes to stderr, so nothing the submission prints can mix into the JSON."""
+    sys.stdout.flush()
+    real = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return real
+
+
+def _int_class(value: int) -> str:
+    """What Triton specializes a compiled kernel on for an integer argument: the value 1 (a
+    constant), the width (i32 / i64 / u64) and whether 16 divides it."""
+    if value == 1:
+        return "one"
+    width = "i32" if -2**31 <= value < 2**31 else "u64" if value >= 2**63 else "i64"
+    return width + ("/16" if value % 16 == 0 else "")
+
+
+def _constant(value: Any) -> Any:
+    """A constexpr value as JSON: numbers, strings, None; {"dtype": name}, {"tuple": [...]},
+    {"jit": "module:name"} for a Triton function; {"unsupported": type} otherwise."""
+    value = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if type(value).__name__ == "dtype" and hasattr(value, "name"):
+        return {"dtype": value.name}
+    if isinstance(value, (tuple, list)):
+        return {"tuple": [_constant(v) for v in value]}
+    fn = getattr(value, "fn", None)
+    if callable(fn):
+        return {"jit": f"{fn.__module__}:{fn.__qualname__}"}
+    return {"unsupported": type(value).__name__}
+
+
+def _argument(value: Any) -> tuple[Any, Any]:
+    """(how to rebuild a runtime argument for any target, its specialization key)."""
+    import torch
+
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):  # a tensor, or triton.reinterpret's wrapper
+        dtype = value.dtype
+        name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else {"tl": dtype.name}
+        base = getattr(value, "base", value)
+        try:
+            size = int(base.untyped_storage().nbytes())
+        except Exception:
+            size = 0
+        described = {"tensor": name, "aligned": value.data_ptr() % 16 == 0, "bytes": size}
+        return described, ["tensor", name, described["aligned"], size < 2**31]
+    if isinstance(value, bool):
+        return {"bool": value}, ["bool"]
+    if isinstance(value, int):
+        return {"int": value}, ["int", _int_class(value)]
+    if isinstance(value, float):
+        return {"float": value}, ["float"]
+    if value is None:
+        return {"none": True}, ["none"]
+    if isinstance(value, tuple):
+        parts = [_argument(v) for v in value]
+        return {"tuple": [p[0] for p in parts]}, ["tuple", [p[1] for p in parts]]
+    return {"unsupported": type(value).__name__}, ["unsupported", type(value).__name__]
+
+
+class Recorder:
+    """Replaces the interpreter's launch entry point; keeps one record per distinct specialization."""
+
+    def __init__(self):
+        self.launches: dict[str, dict] = {}
+        self.case = ""
+
+    def install(self) -> None:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        original = InterpretedFunction.run
+        recorder = self
+
+        def run(self, *args, grid, warmup, **kwargs):
+            recorder.record(self.fn, args, kwargs)
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        InterpretedFunction.run = run
+
+    def record(self, fn: Any, args: tuple, kwargs: dict) -> None:
+        from triton.runtime.jit import _normalize_ty
+
+        params = list(inspect.signature(fn).parameters)
+        constexpr = {name for name, ty in inspect.get_annotations(fn).items() if _normalize_ty(ty) == "constexpr"}
+        given = dict(zip(params, args))
+        given.update({k: v for k, v in kwargs.items() if k in params})
+        described, key = {}, []
+        for name, value in given.items():
+            if name in constexpr:
+                described[name] = {"constexpr": _constant(value)}
+                key.append([name, described[name]])
+            else:
+                described[name], part = _argument(value)
+                key.append([name, part])
+        options = {k: _constant(v) for k, v in kwargs.items() if k not in params}
+        ident = json.dumps([fn.__module__, fn.__qualname__, key, options], sort_keys=True, default=str)
+        entry = self.launches.setdefault(ident, {"module": fn.__module__, "kernel": fn.__qualname__,
+                                                 "args": described, "options": options, "launches": 0, "cases": []})
+        entry["launches"] += 1
+        if self.case and self.case not in entry["cases"]:
+            entry["cases"].append(self.case)
+
+
+def _capture(submission: str, task: str, cases: Optional[int]) -> tuple[list[dict], Optional[str]]:
+    """Every distinct launch of the task's small test cases under the interpreter, and the one-line
+    reason the run stopped early (None if it did not)."""
+    import torch
+
+    from harness import compat
+    from harness.channel import one_line
+    from harness.problem import load_problem
+    from harness.worker.loop import _load, _LoadError
+
+    recorder = Recorder()
+    recorder.install()
+    problem = load_problem(task)
+    compat.install()
+    try:
+        kernel = _load(submission)
+    except _LoadError as exc:
+        return [], f"loading {Path(submission).name}: {exc.kind}: {exc}"
+    for case in problem.spec.cases("test", small=True)[:cases]:
+        recorder.case = problem.label(case.args)
+        data = problem.generate(case.args, case.seed, torch.device("cpu"))
+        try:
+            kernel(data)
+        except BaseException as exc:  # the submission's fault: report it, keep what was captured
+            return list(recorder.launches.values()), f"custom_kernel raised on case {recorder.case}: {one_line(exc)}"
+    return list(recorder.launches.values()), None
+
+
+def _child_main(args: argparse.Namespace) -> int:
+    """The capture process: launches under the interpreter, then the compile process for them."""
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: kernels become interpreted functions
+    report = _claim_stdout()
+    launches, problem = _capture(args.submission, args.task, args.cases)
+    rows: list[dict] = []
+    if launches:
+        payload = {"submission": args.submission, "launches": launches, "targets": args.target or list(DEFAULT_TARGETS),
+                   "constexprs": args.set, "options": args.option}
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        stage = subprocess.Popen([sys.executable, "-m", "harness.crosscompile", "--compile-stage"], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        stage.stdin.write(json.dumps(payload))
+        stage.stdin.close()
+        for line in stage.stdout:
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict) and isinstance(item.get("problem"), str):
+                problem = item["problem"]  # a bad override, say: the stage stopped before compiling
+            elif isinstance(item, dict):
+                rows.append(item)
+        code = stage.wait()
+        done = {(row.get("index"), row.get("target")) for row in rows}
+        for index, launch in enumerate(launches):  # what a crashed compiler process never reported
+            for target in payload["targets"]:
+                if (index, target) not in done and code != 0:
+                    rows.append(_row(launch, target, status="failed", error=f"the compile process ended with "
+                                                                            f"code {code} before finishing this kernel"))
+    report.write(json.dumps({"rows": rows, "problem": problem}))
+    report.close()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile process (sandboxed, no interpreter): every launch rebuilt and compiled per target.
+# ---------------------------------------------------------------------------------------------
+def _row(launch: dict, target: str, **fields: Any) -> dict:
+    row = {"kernel": launch["kernel"], "target": target, "status": "compiled", "error": None,
+           "launches": launch["launches"], "cases": launch["cases"], "overrides": launch.get("overrides", []),
+           "signature": {name: _type_text(d) for name, d in launch["args"].items() if "constexpr" not in d},
+           "constexprs": {name: d["constexpr"] for name, d in launch["args"].items() if "constexpr" in d},
+           "options": launch["options"], "compile_args": {}, "vgpr": None, "agpr": None, "sgpr": None,
+           "spill_vgpr": None, "spill_sgpr": None, "scratch_bytes": None, "lds_bytes": None, "occupancy": None,
+           "occupancy_limit": "", "compiler_occupancy": None, "num_warps": None, "matrix": [], "uses_dot": False,
+           "notes": []}
+    row.update(fields)
+    return row
+
+
+def _type_text(described: dict) -> str:
+    if "tensor" in described:
+        dtype = described["tensor"]
+        return "*" + (dtype["tl"] if isinstance(dtype, dict) else dtype)
+    return next(iter(described))
+
+
+def _parse_value(text: str) -> Any:
+    """An override's VALUE: a number, true / false / none, or a Triton dtype name (bf16, float16, ...)."""
+    import triton.language as tl
+
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    if lowered in ("true", "false", "none"):
+        return {"true": True, "false": False, "none": None}[lowered]
+    dtype = getattr(tl, text.removeprefix("tl."), None)
+    if isinstance(dtype, tl.dtype):
+        return {"dtype": dtype.name}
+    try:
+        return {"dtype": tl.dtype(text).name}
+    except Exception:
+        return text
+
+
+def apply_overrides(launches: list[dict], constexprs: Sequence[str], options: Sequence[str]) -> list[dict]:
+    """`launches` with each NAME=VALUE constexpr set wherever a kernel has that constexpr and each
+    launch option set everywhere, deduplicated again; ValueError naming a constexpr no kernel has."""
+    sets = [(text.split("=", 1)[0], _parse_value(text.split("=", 1)[1]), text) for text in constexprs]
+    for name, _, text in sets:
+        if not any("constexpr" in launch["args"].get(name, {}) for launch in launches):
+            raise ValueError(f"--set {text}: no captured kernel has a constexpr parameter {name}")
+    merged: dict[str, dict] = {}
+    for launch in launches:
+        launch = json.loads(json.dumps(launch))
+        launch["overrides"] = []
+        for name, value, text in sets:
+            if "constexpr" in launch["args"].get(name, {}):
+                launch["args"][name] = {"constexpr": value}
+                launch["overrides"].append(text)
+        for text in options:
+            name, value = text.split("=", 1)
+            launch["options"][name] = _parse_value(value)
+            launch["overrides"].append(text)
+        key = json.dumps([launch["module"], launch["kernel"], launch["args"], launch["options"]], sort_keys=True)
+        if key in merged:
+            merged[key]["launches"] += launch["launches"]
+            merged[key]["cases"] += [c for c in launch["cases"] if c not in merged[key]["cases"]]
+        else:
+            merged[key] = launch
+    return list(merged.values())
+
+
+class _TensorStandIn:
+    """What Triton's argument binder reads from a tensor: its dtype, whether its address is 16-byte
+    aligned, and how many bytes it spans (AMD's buffer loads need it under 2 GiB)."""
+
+    def __init__(self, dtype: Any, aligned: bool, nbytes: int):
+        self.dtype, self._aligned, self._nbytes = dtype, aligned, nbytes
+
+    def data_ptr(self) -> int:
+        return 0 if self._aligned else 8
+
+    def ptr_range(self) -> int:
+        return self._nbytes
+
+
+def _rebuild(described: dict, registry: dict) -> Any:
+    import torch
+    import triton.language as tl
+
+    if "constexpr" in described:
+        return _rebuild_constant(described["constexpr"], registry)
+    if "tensor" in described:
+        dtype = described["tensor"]
+        dtype = tl.dtype(dtype["tl"]) if isinstance(dtype, dict) else getattr(torch, dtype)
+        return _TensorStandIn(dtype, bool(described["aligned"]), int(described["bytes"]))
+    if "tuple" in described:
+        return tuple(_rebuild(d, registry) for d in described["tuple"])
+    if "unsupported" in described:
+        raise TypeError(f"cannot rebuild an argument of type {described['unsupported']}")
+    return None if "none" in described else next(iter(described.values()))
+
+
+def _rebuild_constant(value: Any, registry: dict) -> Any:
+    import triton.language as tl
+
+    if not isinstance(value, dict):
+        return value
+    if "dtype" in value:
+        return tl.dtype(value["dtype"])
+    if "tuple" in value:
+        return tuple(_rebuild_constant(v, registry) for v in value["tuple"])
+    if "jit" in value and value["jit"] in registry:
+        return registry[value["jit"]]
+    raise TypeError(f"cannot rebuild a constexpr {value}")
+
+
+def _lookup(module: Any, launch: dict, registry: dict) -> Any:
+    """The JIT function of a captured launch: Triton's registry of every function it has wrapped
+    (keyed module:qualname), else the module's attribute path."""
+    found = registry.get(f"{launch['module']}:{launch['kernel']}")
+    if found is None:
+        found = module
+        for part in launch["kernel"].split("."):
+            found = getattr(found, part, None)
+    if found is None or not hasattr(found, "params"):
+        raise LookupError(f"{launch['kernel']} is not a Triton function at import time (made inside a function?): "
+                          "it cannot be rebuilt for compiling")
+    return found
+
+
+def _named_option_error(launch: dict, vendor: str) -> Optional[str]:
+    """The named message when a launch passes another vendor's options (Triton then refuses it)."""
+    from triton.backends.amd.compiler import HIPOptions
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    amd, nvidia = set(HIPOptions.__dataclass_fields__), set(CUDAOptions.__dataclass_fields__)
+    names = sorted(launch["options"])
+    if vendor == "cuda" and [n for n in names if n in amd - nvidia]:
+        return AMD_OPTIONS_ON_NVIDIA.format(names=", ".join(n for n in names if n in amd - nvidia))
+    if vendor == "hip" and [n for n in names if n in nvidia - amd]:
+        return NVIDIA_OPTIONS_ON_AMD.format(names=", ".join(n for n in names if n in nvidia - amd))
+    return None
+
+
+def _first_source_line(fn: Any) -> Optional[int]:
+    """The file line of the kernel's `def` (Triton numbers compile errors from it)."""
+    try:
+        lines, start = inspect.getsourcelines(fn.fn)
+    except (OSError, TypeError, AttributeError):
+        return None
+    return start + next((i for i, line in enumerate(lines) if line.lstrip().startswith("def ")), 0)
+
+
+def compile_launch(fn: Any, launch: dict, target_name: str, registry: dict) -> dict:
+    """One captured launch compiled for one target, as a report row."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+
+    vendor, arch, warp = parse_target(target_name)
+    row = _row(launch, target_name)
+    named = _named_option_error(launch, vendor)
+    if named:
+        row.update(status="failed", error=named)
+        return row
+    target = GPUTarget(vendor, arch, warp)
+    try:
+        backend = make_backend(target)
+        kwargs = {name: _rebuild(d, registry) for name, d in launch["args"].items()}
+        kwargs.update({k: _rebuild_constant(v, registry) for k, v in launch["options"].items()})
+        kwargs["debug"] = kwargs.get("debug", getattr(fn, "debug", None))
+        # Triton's own launch path (runtime/jit.py JITFunction.run), for this target's backend.
+        binder = triton.runtime.jit.create_function_from_signature(fn.signature, fn.params, backend)
+        bound, specialization, parsed = binder(**kwargs)
+        options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, parsed)
+    except Exception as exc:
+        row.update(status="failed", error=compile_error_line(exc))
+        row["notes"] += fp8_traps(arch, row["signature"].values())
+        return row
+    row["num_warps"] = options.num_warps
+    row["signature"] = {k: str(v) for k, v in signature.items() if v != "constexpr"}
+    row["compile_args"] = {
+        "signature": {k: str(v) for k, v in signature.items()},
+        "constexprs": {",".join(map(str, k)): _constant(v) for k, v in constexprs.items()},
+        "attrs": {",".join(map(str, k)): v for k, v in attrs.items()},
+        "options": {k: v for k, v in launch["options"].items()},
+    }
+    try:
+        kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+    except Exception as exc:
+        row.update(status="failed", error=compile_error_line(exc, _first_source_line(fn)))
+        row["notes"] += fp8_traps(arch, signature.values()) if vendor == "hip" else []
+        return row
+    row["lds_bytes"] = int(kernel.metadata.shared)
+    row["uses_dot"] = uses_dot(kernel.asm.get("ttir", ""))
+    if vendor == "hip":
+        _amd_numbers(row, kernel, arch, options, signature.values())
+    else:
+        _nvidia_numbers(row, kernel, arch)
+    if row["uses_dot"] and not row["matrix"]:
+        row["notes"].append(NO_MATRIX)
+    return row
+
+
+def _amd_numbers(row: dict, kernel: Any, arch: str, options: Any, types: Iterable[str]) -> None:
+    asm = kernel.asm["amdgcn"]
+    row.update(parse_amdgcn(asm))
+    row["matrix"] = matrix_instructions(asm, "hip")
+    if any("scale" in name for name in row["matrix"]):
+        row["notes"].append("scaled MFMA (fp8/fp4 with block scales)")
+    if row["vgpr"] is not None and row["sgpr"] is not None:
+        row["occupancy"], row["occupancy_limit"] = amd_occupancy(arch, row["vgpr"], row["sgpr"], row["lds_bytes"],
+                                                                 options.num_warps)
+    if row["spill_vgpr"] or row["spill_sgpr"] or row["scratch_bytes"]:
+        row["notes"].append(SPILLS.format(vgprs=row["spill_vgpr"] or 0, sgprs=row["spill_sgpr"] or 0,
+                                          bytes=row["scratch_bytes"] or 0))
+    row["notes"] += fp8_traps(arch, types, kernel.asm.get("ttir", ""))
+    if arch == "gfx950" and row["options"].get("kpack", 1) != 1:
+        row["notes"].append(KPACK_ON_GFX950.format(value=row["options"]["kpack"]))
+    asked = row["options"].get("waves_per_eu")
+    if isinstance(asked, int) and asked > 0 and row["occupancy"] is not None and row["occupancy"] < asked:
+        row["notes"].append(WAVES_NOT_MET.format(asked=asked, got=row["occupancy"]))
+    limits = AMD_LIMITS.get(arch)
+    if limits and row["lds_bytes"] > limits.lds_bytes:
+        row["status"] = "won't launch"
+        row["notes"].append(LDS_BEYOND_TARGET.format(need=row["lds_bytes"] / 1024, what="LDS", target=arch,
+                                                     have=limits.lds_bytes / 1024))
+
+
+def _nvidia_numbers(row: dict, kernel: Any, capability: int) -> None:
+    from triton import knobs
+
+    row["matrix"] = matrix_instructions(kernel.asm.get("ptx", ""), "cuda")
+    try:
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+            cubin.write(kernel.asm["cubin"])
+            cubin.flush()
+            text = subprocess.run([knobs.nvidia.cuobjdump.path, "--dump-resource-usage", cubin.name],
+                                  capture_output=True, text=True, timeout=60).stdout
+        usage = parse_resource_usage(text)
+        row.update(vgpr=usage.get("REG"), scratch_bytes=usage.get("LOCAL"))
+        if usage.get("LOCAL"):
+            row["notes"].append(NVIDIA_LOCAL.format(bytes=usage["LOCAL"]))
+    except Exception as exc:
+        row["notes"].append(f"registers unknown: cuobjdump failed ({str(exc)[:120]})")
+    limit = NVIDIA_SHARED_BYTES.get(capability)
+    if limit and row["lds_bytes"] > limit:
+        row["status"] = "won't launch"
+        row["notes"].append(LDS_BEYOND_TARGET.format(need=row["lds_bytes"] / 1024, what="shared memory",
+                                                     target=f"sm_{capability}", have=limit / 1024))
+
+
+def _ptxas_problem(capability: int) -> Optional[str]:
+    """Why NVIDIA targets cannot be compiled here (one line), or None."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        path = get_ptxas(capability).path
+    except Exception as exc:
+        return f"ptxas not found ({str(exc)[:100]}): NVIDIA targets need the one Triton's wheel ships or TRITON_PTXAS_PATH"
+    return None if path and os.path.exists(path) else "ptxas not found: NVIDIA targets need the one Triton's wheel ships"
+
+
+def _compile_stage_main() -> int:
+    """The compile process: reads {submission, launches, targets, constexprs, options} on stdin and
+    writes one JSON row per (launch, target) on stdout as each is done."""
+    payload = json.loads(sys.stdin.read())
+    report = _claim_stdout()
+
+    def emit(item: dict) -> None:
+        report.write(json.dumps(item) + "\n")
+        report.flush()
+
+    try:
+        launches = apply_overrides(payload["launches"], payload["constexprs"], payload["options"])
+    except ValueError as exc:
+        emit({"problem": str(exc)})
+        return 0
+    from harness import compat
+    from harness.channel import one_line
+    from harness.worker.loop import load_module
+
+    compat.install()
+    try:
+        module = load_module(payload["submission"])
+    except BaseException as exc:
+        emit({"problem": f"importing the submission without the interpreter failed: {one_line(exc)}"})
+        return 0
+    import triton
+
+    registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
+    for index, launch in enumerate(launches):
+        try:
+            fn, missing = _lookup(module, launch, registry), None
+        except LookupError as exc:
+            fn, missing = None, str(exc)
+        for target in payload["targets"]:
+            vendor, arch, _ = parse_target(target)
+            skip = _ptxas_problem(arch) if vendor == "cuda" else None
+            if missing:
+                row = _row(launch, target, status="failed", error=missing)
+            elif skip:
+                row = _row(launch, target, status="skipped", error=skip)
+            else:
+                row = compile_launch(fn, launch, target, registry)
+            emit({**row, "index": index})
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+# ---------------------------------------------------------------------------------------------
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.crosscompile",
+                                     description="Which Triton kernels a submission launches compile for AMD / "
+                                                 "NVIDIA targets, and their registers, spills, LDS and occupancy.")
+    parser.add_argument("--submission", required=True)
+    parser.add_argument("--target", action="append", help="gfx950, gfx942, sm_90, sm_100 (repeatable; "
+                                                          "default gfx950 and gfx942)")
+    parser.add_argument("--task", default=str(Path(__file__).resolve().parent.parent / "task.yml"))
+    parser.add_argument("--cases", type=int, default=None, help="run only the first N small test cases")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="compile with this constexpr value instead of the captured one (e.g. DOT_DTYPE=bf16)")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="add this launch option to every launch (e.g. matrix_instr_nonkdim=16)")
+    parser.add_argument("--sandbox", choices=("auto", "require", "off"), default="auto")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    parser.add_argument("--json", help="write the report's rows to this file")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--compile-stage", action="store_true", help=argparse.SUPPRESS)
+    if argv is None and "--compile-stage" in sys.argv[1:]:  # its input comes on stdin
+        return _compile_stage_main()
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child_main(args)
+
+    from rich.console import Console
+
+    from harness.launch import SandboxUnavailable
+
+    err = Console(stderr=True, highlight=False)
+    targets = args.target or list(DEFAULT_TARGETS)
+    try:
+        rows = cross_compile_report(Path(args.submission), targets, Path(args.task), args.sandbox, cases=args.cases,
+                                    constexprs=args.set, options=args.option, timeout=args.timeout)
+    except (ValueError, SandboxUnavailable) as exc:
+        err.print(f"error: {exc}", markup=False)
+        return 2
+    except CrossCompileError as exc:
+        err.print(f"{Path(args.submission).name}: {exc}", markup=False)
+        return 1
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    console = Console(highlight=False, width=None if Console().is_terminal else 200)
+    if not rows:
+        console.print(f"{Path(args.submission).name} launched no Triton kernel on the CPU: nothing to compile.")
+        return 0
+    if not rows[0]["sandboxed"]:
+        err.print("warning: the submission ran without the OS sandbox", markup=False)
+    console.print(report_table(rows, title=f"{Path(args.submission).name}: Triton kernels compiled offline "
+                                           f"(captured on the CPU under Triton's interpreter)"))
+    return 0 if all(row["status"] == "compiled" for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

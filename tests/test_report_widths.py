@@ -1,0 +1,151 @@
+"""The leaderboard and the per-case table read at 80, 120 and 200 columns (issue 15): no line wider
+than the terminal, names whole (or shortened keeping ".py" when over 30 characters), numbers never
+cut, and whatever leaves the main table shown under it."""
+
+import io
+import re
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from harness import report
+from harness.results import CaseResult, SubmissionResult
+from harness.scan import ScanResult
+from harness.timing import Stats
+
+WIDTHS = (80, 120, 200)
+SHAPES = [(batch, kv) for batch in (4, 32, 64, 256) for kv in (1024, 8192)]
+LABELS = [f"{batch}×{kv // 1024}k" for batch, kv in SHAPES]
+LONG_NAME = "mla_decode_fp_split_kv_persistent_kernel_with_extra_words.py"
+CRASH = ("worker died: SIGSEGV (signal 11) in the submission's kernel launch after 3 calls; the last "
+         "output line was [green]pass[/] and the worker log holds the full native backtrace of the crash")
+
+
+def label(args: dict) -> str:
+    return f"{args['batchsize']}×{args['kvseqlen'] // 1024}k"
+
+
+def stats(us: float) -> Stats:
+    s = us * 1e-6
+    return Stats(runs=200, median=s, mean=s * 1.01, std=s * 0.02, min=s * 0.97, max=s * 1.2, ci_rel=0.01)
+
+
+def cases(scale: float, noisy: int = -1) -> list[CaseResult]:
+    """Two passing tests, then the eight benchmark cases timed (case `noisy` with a warning)."""
+    out = [CaseResult("test", i, f"t{i}", True, args={"batchsize": 4, "kvseqlen": 1024}) for i in range(2)]
+    for i, (batch, kv) in enumerate(SHAPES):
+        us = scale * batch * kv / 1000
+        out.append(CaseResult("benchmark", i, f"b{i}", True, device=stats(us), host=stats(9.0), tail=stats(1.5),
+                              bytes=batch * kv * 576, warnings=("noisy: 95% CI ±12%",) if i == noisy else (),
+                              args={"batchsize": batch, "kvseqlen": kv, "seed": i}))
+    return out
+
+
+RESULTS = [
+    SubmissionResult(f"submissions/{LONG_NAME}", "a", cases=cases(0.9), scan=ScanResult("clean", ()),
+                     variant="fp8", sandboxed=True),
+    SubmissionResult("submissions/segfault.py", "b", ok=False, error=CRASH, scan=ScanResult("clean", ())),
+    SubmissionResult("submissions/sneaky_timer.py", "c", cases=cases(0.4, noisy=3), variant="bf16",
+                     scan=ScanResult("suspicious", ("TIMER_MONKEYPATCH (high): torch.cuda.Event.elapsed_time = f",
+                                                    "STREAM_ESCAPE (medium): torch.cuda.Stream()"))),
+]
+
+
+def render(renderable, width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def board(width: int) -> str:
+    return render(report.leaderboard_table(RESULTS, label, "NVIDIA H200", 4.8e12, "geom"), width)
+
+
+def assert_fits(text: str, width: int) -> None:
+    too_wide = [line for line in text.splitlines() if cell_len(line) > width]
+    assert not too_wide, f"{len(too_wide)} line(s) wider than {width}:\n" + "\n".join(too_wide)
+
+
+def assert_no_cut_number(text: str) -> None:
+    assert not re.search(r"\d…|…\d", text), "a number cut by an ellipsis"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_leaderboard_fits_and_keeps_names_and_numbers_whole(width):
+    text = board(width)
+    assert_fits(text, width)
+    assert_no_cut_number(text)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    for r in RESULTS:
+        shown = r.name if any(f" {r.name} " in line for line in rows) else report.short_name(r.name)
+        assert any(f" {shown} " in line for line in rows), f"{r.name} neither whole nor shortened at {width}"
+        if len(r.name) <= report.NAME_LIMIT:
+            assert shown == r.name
+        else:
+            assert shown.endswith(".py") and shown.startswith(r.name[:10])
+        if r.ok:  # its geomean, exactly as at 200 columns, on the row of its name
+            geomean = report._us(r.geomean_us())
+            assert geomean in board(200)
+            assert any(f" {shown} " in line and f" {geomean} " in line for line in rows)
+    assert LONG_NAME in text  # shortened in a table, then given in full under it
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_nothing_is_lost_at_any_width(width):
+    text = board(width)
+    assert "worker died: SIGSEGV" in text  # the failing reason's start
+    assert "[green]pass[/]" in text  # its markup shown as text, never rendered
+    assert " ".join(CRASH.split()) in " ".join(text.split())  # clipped in the table, whole under it
+    for r in RESULTS:
+        for c in r.cases:
+            if c.device:
+                assert report._us(c.device.median * 1e6) in text
+    assert "TIMER_MONKEYPATCH" in text and "STREAM_ESCAPE" in text  # the scan flags, in the column or below
+
+
+def test_at_200_columns_every_case_has_its_column():
+    text = board(200)
+    header = next(line for line in text.splitlines() if "submission" in line)
+    assert all(f" {case} " in header for case in LABELS)
+    assert "Per-case median" not in text  # no second table needed
+
+
+@pytest.mark.parametrize("width", (80, 120))
+def test_narrow_moves_cases_and_flags_under_the_table(width):
+    text = board(width)
+    assert "Per-case median" in text and all(case in text for case in LABELS)
+    assert "2 flags" in text
+    noisy = next(c for c in RESULTS[2].cases if c.warnings)
+    assert report._us(noisy.device.median * 1e6) + "⚠" in text  # the noisy case keeps its mark
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_submission_table_fits(width):
+    text = render(report.submission_table(RESULTS[0], label, 4.8e12), width)
+    assert_fits(text, width)
+    assert_no_cut_number(text)
+    for c in RESULTS[0].cases:
+        if c.device:
+            assert report._us(c.device.median * 1e6) in text
+    dropped = "Not shown at this width" in text
+    assert dropped == (width == 80)  # 120 and 200 columns hold all eleven numbers
+    for title in ("median", "mean", "std", "min", "max", "runs", "host", "sync", "GB/s", "% of", "audit"):
+        assert title in text  # each number's column shown, or named in the note
+
+
+def test_a_failing_submission_table_keeps_its_reason():
+    failing = SubmissionResult("submissions/wrong.py", "d", ok=False, cases=[
+        CaseResult("test", 0, "t0", False, reason="output differs from the reference: " + "worst row 17, " * 12,
+                   args={"batchsize": 4, "kvseqlen": 1024})])
+    for width in WIDTHS:
+        text = render(report.submission_table(failing, label), width)
+        assert_fits(text, width)
+        assert "output differs" in text and "FAIL" in text
+
+
+@pytest.mark.parametrize("name", ["kernel.py", "x" * 30 + ".py", LONG_NAME])
+def test_short_name_keeps_short_names_and_the_end_of_long_ones(name):
+    short = report.short_name(name)
+    assert short == name if len(name) <= report.NAME_LIMIT else (
+        len(short) == report.NAME_LIMIT and short.endswith(".py") and "…" in short)
