@@ -199,6 +199,10 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
                              f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
     if args.graph and not device.is_gpu:
         report.err_console.print("--graph needs a GPU: timing plain calls.")
+    if not device.is_gpu and args.mode in ("benchmark", "leaderboard"):
+        report.err_console.print("warning: CPU timings (this process's clock around each call; Triton kernels in its "
+                                 "interpreter) are not comparable between runs or with GPU numbers: identical runs "
+                                 "have differed many times over. Use them to see that timing works, not to rank.")
     sandboxed = _sandbox_line(args.sandbox)
     _import_parent_modules(args)
 
@@ -278,7 +282,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     EVALUATIONS[0] = time.perf_counter()
 
     def record(result: SubmissionResult) -> None:
-        store.add_submission(run_id, result)
+        store.add_submission(run_id, result, ctx.problem.label)
         _show(args, result, problem, len(submissions), ctx.bandwidth)
 
     problem = ctx.problem
@@ -399,6 +403,9 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
     if gpus and workers > gpus and args.mode != "test":
         report.err_console.print(f"warning: {workers} evaluators share {gpus} GPU(s): timed runs overlap on a "
                                  "GPU, so timings are not clean (use this for --mode test)")
+    if not gpus and workers > 1 and args.mode != "test":
+        report.err_console.print(f"warning: {workers} evaluators share this machine's CPUs: timed runs overlap, so "
+                                 "timings are not clean (use this for --mode test)")
     report.err_console.print(f"{workers} evaluator(s) in parallel on "
                              + (f"{gpus} GPU(s)" if gpus else "the CPU"))
     try:

@@ -414,11 +414,13 @@ def _case_label(c: CaseResult, label: Callable[[dict], str]) -> str:
 
 
 def history_table(rows: Sequence[Any]) -> Table:
-    table = Table(title="Best passing result per submission (complete runs)", title_justify="left")
-    for col in ("submission", "best geomean µs", "runs", "last run", "device"):
+    table = Table(title="Passing results per submission, device and timing method (complete runs; a best far "
+                        "below the median is one lucky run)", title_justify="left")
+    for col in ("submission", "best geomean µs", "median of runs µs", "runs", "timing", "last run", "device"):
         table.add_column(col, justify="right" if "µs" in col or col == "runs" else "left")
     for row in rows:
-        table.add_row(row["name"], _us(row["best_us"]), str(row["runs"]), row["last_run"], row["device"])
+        table.add_row(escape(row["name"]), _us(row["best_us"]), _us(row["median_us"]), str(row["runs"]),
+                      "CUDA graphs" if row["timing"] == "graph" else row["timing"], row["last_run"], row["device"])
     return table
 
 
@@ -433,22 +435,28 @@ def runs_table(rows: Sequence[Any]) -> Table:
     return table
 
 
+NOISY_CI = 0.5  # a median's 95% interval wider than ±50%: an overlap says nothing
+
+
 def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optional[float]) -> str:
-    """faster / slower only when the two medians' 95% intervals do not overlap."""
+    """faster / slower only when the two medians' 95% intervals do not overlap; "same" when they
+    overlap and both are informative, "too noisy" when one is wider than ±NOISY_CI."""
     lo_a, hi_a = a_us * (1 - (a_ci or 0)), a_us * (1 + (a_ci or 0))
     lo_b, hi_b = b_us * (1 - (b_ci or 0)), b_us * (1 + (b_ci or 0))
     if hi_b < lo_a:
         return "faster"
     if lo_b > hi_a:
         return "slower"
-    return "same"
+    return "too noisy" if max(a_ci or 0, b_ci or 0) > NOISY_CI else "same"
 
 
 def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequence[Any]) -> Table:
     """Per (submission, case) in both runs: median A, median B, B/A, and a noise-aware mark."""
     by_key = {(r["submission"], r["spec"]): r for r in rows_a}
     table = Table(title=f"Run {run_b} against run {run_a} (ratio = B / A of the median; a mark only "
-                        "when the 95% intervals of the medians do not overlap)", title_justify="left")
+                        "when the 95% intervals of the medians do not overlap)", title_justify="left",
+                  caption=None if any((r["submission"], r["spec"]) in by_key for r in rows_b) else
+                  "no timed case is in both runs (runs of --mode test have no timings)")
     for col in ("submission", "case", f"A: run {run_a} µs", f"B: run {run_b} µs", "B / A", "mark"):
         table.add_column(col, justify="right" if "µs" in col or col == "B / A" else "left")
     for rb in rows_b:
@@ -456,8 +464,8 @@ def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequenc
         if ra is None:
             continue
         mark = compare_marks(ra["median_us"], ra["ci95_rel"], rb["median_us"], rb["ci95_rel"])
-        color = {"faster": "green", "slower": "red"}.get(mark, "dim")
-        table.add_row(rb["submission"], rb["spec"], _us(ra["median_us"]), _us(rb["median_us"]),
+        color = {"faster": "green", "slower": "red", "too noisy": "yellow"}.get(mark, "dim")
+        table.add_row(escape(rb["submission"]), rb["label"], _us(ra["median_us"]), _us(rb["median_us"]),
                       f"{rb['median_us'] / ra['median_us']:.3f}", f"[{color}]{mark}[/]")
     return table
 

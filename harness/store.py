@@ -11,9 +11,10 @@ import datetime
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from harness.results import SubmissionResult
 
@@ -76,6 +77,7 @@ ADDED_COLUMNS = [
     ("cases", "ci95_rel", "REAL"),
     ("runs", "secret", "INTEGER"),
     ("runs", "timing", "TEXT NOT NULL DEFAULT 'events'"),
+    ("cases", "label", "TEXT"),  # the case's short label (4×1k), as the tables show it
     ("submissions", "phases", "TEXT NOT NULL DEFAULT '{}'"),
     ("runs", "sandboxed", "INTEGER"),  # 1: every worker ran inside the OS sandbox
     ("runs", "pid", "INTEGER"),  # the process writing a running run (a dead one is marked)
@@ -131,7 +133,9 @@ class Store:
         with self.db:
             self.db.executemany("UPDATE runs SET status = 'died' WHERE id = ?", [(d,) for d in dead])
 
-    def add_submission(self, run_id: int, result: SubmissionResult) -> None:
+    def add_submission(self, run_id: int, result: SubmissionResult,
+                       label: Optional[Callable[[dict], str]] = None) -> None:
+        """`label`: the task's short case label (Problem.label), stored beside each case's spec."""
         with self.db:  # one transaction: the submission and all its cases, or nothing
             cur = self.db.execute(
                 "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags, phases,"
@@ -145,13 +149,14 @@ class Store:
                 d, h = c.device, c.host
                 self.db.execute(
                     "INSERT INTO cases (submission_id, kind, idx, name, ok, reason, runs, median_us, mean_us, std_us,"
-                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel, audit_us)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel, audit_us, label)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
                      h.median * 1e6 if h else None, c.tail.median * 1e6 if c.tail else None, c.bytes,
                      "; ".join(c.warnings), d.ci_rel if d else None,
-                     c.audit_s * 1e6 if c.audit_s is not None else None))
+                     c.audit_s * 1e6 if c.audit_s is not None else None,
+                     label(c.args) if label and c.args else None))
 
     def bandwidth(self, device: str) -> Optional[float]:
         row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()
@@ -167,15 +172,23 @@ class Store:
             self.db.execute("UPDATE runs SET status = 'complete', finished = ?, secret = ? WHERE id = ?",
                             (_now(), secret, run_id))
 
-    def best_per_submission(self, device: Optional[str] = None) -> list[sqlite3.Row]:
-        """Best (lowest) passing geomean per submission name over complete runs, newest first on ties."""
+    def best_per_submission(self, device: Optional[str] = None) -> list[dict[str, Any]]:
+        """Per submission name, device and timing method (events or CUDA-graph replays, which are
+        not comparable): the best and the median passing geomean over complete runs (one lucky
+        run shows as a best far below the median), the number of runs and the last one."""
         where = "AND r.device = ?" if device else ""
-        return self._rows(
-            f"""SELECT s.name, MIN(s.geomean_us) AS best_us, COUNT(*) AS runs, MAX(r.started) AS last_run,
-                       r.device AS device
-                FROM submissions s JOIN runs r ON r.id = s.run_id
-                WHERE r.status = 'complete' AND s.ok = 1 AND s.geomean_us IS NOT NULL {where}
-                GROUP BY s.name, r.device ORDER BY best_us""", (device,) if device else ())
+        groups: dict[tuple, list] = {}
+        for row in self._rows(
+                f"""SELECT s.name, s.geomean_us, r.started, r.device, r.timing
+                    FROM submissions s JOIN runs r ON r.id = s.run_id
+                    WHERE r.status = 'complete' AND s.ok = 1 AND s.geomean_us IS NOT NULL {where}""",
+                (device,) if device else ()):
+            groups.setdefault((row["name"], row["device"], row["timing"]), []).append(row)
+        out = [{"name": name, "device": dev, "timing": timing, "runs": len(rows),
+                "best_us": min(r["geomean_us"] for r in rows),
+                "median_us": statistics.median(r["geomean_us"] for r in rows),
+                "last_run": max(r["started"] for r in rows)} for (name, dev, timing), rows in groups.items()]
+        return sorted(out, key=lambda r: r["best_us"])
 
 
     def runs(self, limit: int = 30) -> list[sqlite3.Row]:
@@ -191,7 +204,8 @@ class Store:
         if not self._rows("SELECT id FROM runs WHERE id = ?", (run_id,)):
             raise StoreError(f"{self.path}: there is no run {run_id} (see --mode history)")
         return self._rows(
-            """SELECT s.name AS submission, c.idx, c.name AS spec, c.median_us, c.ci95_rel, c.runs
+            """SELECT s.name AS submission, c.idx, c.name AS spec, COALESCE(c.label, c.name) AS label,
+                      c.median_us, c.ci95_rel, c.runs
                FROM cases c JOIN submissions s ON s.id = c.submission_id
                WHERE s.run_id = ? AND c.kind = 'benchmark' AND c.ok = 1 AND c.median_us IS NOT NULL
                ORDER BY s.name, c.idx""", (run_id,))

@@ -6,7 +6,8 @@ from conftest import ROOT
 
 from harness.engine import RunContext, evaluate
 
-SUBMISSIONS = sorted(p.name for p in (ROOT / "submissions").glob("*.py"))
+# By name: a work-in-progress file someone drops into submissions/ is not a bundled submission.
+SUBMISSIONS = ("torch_batched.py", "torch_loop.py", "triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
 
 
 @pytest.mark.parametrize("name", SUBMISSIONS)
@@ -30,7 +31,8 @@ def test_each_triton_kernel_reads_only_its_own_format():
         assert not any(f'kv_data["{o}"]' in source or f"kv_data['{o}']" in source for o in others)
 
 
-COMPETITION = sorted((ROOT / "tests" / "competition").glob("*.py"))
+# (tests/competition/assumes_decode_shape.py fails this task on purpose: tests/test_competition_task.py)
+COMPETITION = [ROOT / "tests" / "competition" / name for name in ("fp8_reference_style.py", "mxfp4_scales_style.py")]
 
 
 @pytest.mark.parametrize("path", COMPETITION, ids=[p.name for p in COMPETITION])

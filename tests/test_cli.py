@@ -133,6 +133,14 @@ def test_history_and_compare(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "history", "--compare", "1", "2") == 0
     out = capsys.readouterr().out
     assert out.count("torch_batched.py") == 3 and "B / A" in out
+    assert "2×128" in out and "batchsize: " not in out  # the cases' short labels, as every table shows them
+    assert cli(tmp_path, "--mode", "leaderboard", "--history") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "torch_batched.py" in out and "median of runs" in out and "events" in out
+    assert cli(tmp_path, "--mode", "test", "--submission", sub) == 0
+    capsys.readouterr()
+    assert cli(tmp_path, "--mode", "history", "--compare", "3", "3") == 0
+    assert "no timed case is in both runs" in " ".join(capsys.readouterr().out.split())
     assert cli(tmp_path, "--mode", "history", "--compare", "1", "9") == 2
     assert "there is no run 9" in capsys.readouterr().err
     assert cli(tmp_path, "--mode", "test", "--compare", "1", "2") == 2
@@ -144,6 +152,7 @@ def test_compare_marks_are_noise_aware():
     assert compare_marks(100.0, 0.01, 80.0, 0.01) == "faster"
     assert compare_marks(100.0, 0.01, 120.0, 0.01) == "slower"
     assert compare_marks(100.0, 0.10, 95.0, 0.10) == "same"   # within the noise
+    assert compare_marks(100.0, 0.9, 1060.0, 1.2) == "too noisy"  # a 10.6x change inside ±90% / ±120% intervals
 
 
 def test_plots_are_written(tmp_path):

@@ -79,6 +79,17 @@ def test_cli_parallel_mode_exit_code_and_store(tmp_path, capsys):
     assert rows[0]["status"] == "complete" and rows[0]["submissions"] == 2 and rows[0]["passed"] == 1
 
 
+def test_timed_runs_on_the_cpu_say_their_numbers_do_not_rank(tmp_path, capsys):
+    """CPU timings differ many times over between identical runs; evaluators in parallel on the
+    CPU also overlap their timed calls: both said before any work (the file fails at import)."""
+    code = cli(tmp_path, "--mode", "benchmark", "--gpus", "0", "--workers", "2",
+               "--submission", str(ZOO / "import_crash.py"), "--submission", str(ZOO / "syntax_error.py"))
+    assert code == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "CPU timings (this process's clock around each call;" in err and "not to rank" in err
+    assert "2 evaluators share this machine's CPUs: timed runs overlap" in err
+
+
 @pytest.mark.parametrize("args, message", [
     (["--gpus", "2"], "--gpus 2: this machine has 0 usable GPU(s)"),
     (["--gpus", "many"], "--gpus many: expected all or a number"),
