@@ -6,6 +6,8 @@ from conftest import ROOT
 
 from harness.engine import RunContext, evaluate
 
+pytestmark = pytest.mark.slow  # every bundled kernel in Triton's interpreter
+
 # By name: a work-in-progress file someone drops into submissions/ is not a bundled submission.
 SUBMISSIONS = ("torch_batched.py", "torch_loop.py", "triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
 

@@ -48,6 +48,7 @@ def test_unwritable_db(tmp_path, capsys):
     assert "cannot open the results database" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_leaderboard_goes_on_after_a_crash_and_ranks(tmp_path, capsys):
     code = cli(tmp_path, "--mode", "leaderboard", "--submission", str(ZOO / "segfault.py"),
                "--submission", str(ROOT / "submissions" / "torch_batched.py"))
@@ -122,6 +123,7 @@ def test_variant_detection(tmp_path):
     assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "abc"] == ["mxfp4", "fp8", "bf16"]
 
 
+@pytest.mark.slow
 def test_history_and_compare(tmp_path, capsys):
     sub = str(ROOT / "submissions" / "torch_batched.py")
     for _ in range(2):
@@ -155,6 +157,7 @@ def test_compare_marks_are_noise_aware():
     assert compare_marks(100.0, 0.9, 1060.0, 1.2) == "too noisy"  # a 10.6x change inside ±90% / ±120% intervals
 
 
+@pytest.mark.slow
 def test_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "plots"

@@ -2,7 +2,10 @@
 the default task's companion verdict: a file written for the competition's shapes fails the
 default task's q_seq_len > 1 and ragged tests, and the report says it passes the competition's."""
 
+import pytest
 from conftest import ROOT, cli
+
+pytestmark = pytest.mark.slow  # eval.py end to end, two tasks
 
 FILE = str(ROOT / "tests" / "competition" / "assumes_decode_shape.py")
 # Fixed inputs: the competition's check (5% of elements may be off) leaves an exact bf16 kernel

@@ -12,6 +12,8 @@ from harness.engine import RunContext, evaluate
 from harness.config import RunConfig
 from harness.pool import evaluate_parallel, slot_envs
 
+pytestmark = pytest.mark.slow  # evaluator processes and a local Ray: end to end
+
 POOL_ZOO = ROOT / "tests" / "zoo_pool"
 MIXED = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "segfault.py",
          ZOO / "wrong_shape.py", ROOT / "submissions" / "torch_loop.py"]

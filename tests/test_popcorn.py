@@ -34,6 +34,7 @@ def kernelbot(tmp_path, mode, submission, cases=CASES, seed="4242", extra=()):
     return proc.returncode, result, lines, out + err, work
 
 
+@pytest.mark.slow
 def test_test_mode_lines(tmp_path):
     code, result, _, _, _ = kernelbot(tmp_path, "test", ROOT / "submissions" / "torch_batched.py")
     assert code == 0
@@ -43,6 +44,7 @@ def test_test_mode_lines(tmp_path):
     assert result["test.0.status"] == result["test.1.status"] == "pass"
 
 
+@pytest.mark.slow
 def test_benchmark_mode_lines_in_nanoseconds(tmp_path):
     code, result, _, _, _ = kernelbot(tmp_path, "benchmark", ROOT / "submissions" / "torch_batched.py")
     assert code == 0 and result["benchmark-count"] == "2" and result["check"] == "pass"
@@ -52,12 +54,14 @@ def test_benchmark_mode_lines_in_nanoseconds(tmp_path):
     assert 1e3 < best <= mean <= worst < 1e11  # ns
 
 
+@pytest.mark.slow
 def test_failure_is_exit_112_with_the_reason(tmp_path):
     code, result, _, _, _ = kernelbot(tmp_path, "test", ZOO / "zeros.py")
     assert code == 112 and result["check"] == "fail"
     assert result["test.0.status"] == "fail" and "output differs" in result["test.0.error"]
 
 
+@pytest.mark.slow
 def test_submission_cannot_write_to_the_pipe_or_see_the_seed(tmp_path):
     code, result, lines, output, work = kernelbot(tmp_path, "test", ZOO / "writes_fds.py")
     assert code == 112 and result["check"] == "fail"
@@ -68,6 +72,7 @@ def test_submission_cannot_write_to_the_pipe_or_see_the_seed(tmp_path):
     assert "POPCORN" not in log and "13572468" not in log
 
 
+@pytest.mark.slow
 def test_bad_testfile_is_exit_113(tmp_path):
     code, _, _, output, _ = kernelbot(tmp_path, "test", ZOO / "zeros.py", cases="batchsize 4; seed: 1\n")
     assert code == 113 and "expected 'key: value; key: value'" in output

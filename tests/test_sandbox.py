@@ -26,7 +26,8 @@ ZOO_OS = Path(__file__).resolve().parent / "zoo_os"
 WHY = sandbox_problem()
 if WHY is not None and os.environ.get("CI"):
     raise RuntimeError(f"CI must run the sandboxed path, but: {WHY}")
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no OS sandbox here: {WHY}")
+pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"no OS sandbox here: {WHY}"),
+              pytest.mark.slow]  # one sandboxed worker per attack: end to end
 
 
 def digest(path: Path) -> str:

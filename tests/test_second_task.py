@@ -7,7 +7,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # eval.py in subprocesses: end to end
 
 TASK = ROOT / "tasks" / "rmsnorm"
 

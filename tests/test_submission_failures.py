@@ -8,6 +8,8 @@ from conftest import ROOT, ZOO, log_of
 
 from harness.engine import RunContext, evaluate
 
+pytestmark = pytest.mark.slow  # one worker per broken submission: end to end
+
 
 def run(problem, cpu, name, mode="test", tmp_path=None, **timeouts):
     if timeouts:
