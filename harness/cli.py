@@ -279,9 +279,14 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     from harness import report
     from harness.engine import evaluate, plan
 
+    from harness.results import display_names
+
     EVALUATIONS[0] = time.perf_counter()
+    names = display_names([str(p) for p in submissions])
 
     def record(result: SubmissionResult) -> None:
+        if names.get(result.path, result.name) != result.name:
+            result.display = names[result.path]
         store.add_submission(run_id, result, ctx.problem.label)
         _show(args, result, problem, len(submissions), ctx.bandwidth)
 

@@ -43,10 +43,11 @@ class SubmissionResult:
     sandboxed: bool = False  # its worker ran inside the OS sandbox
     audit: str = "not audited"  # what the profiler's audit of its timings found (harness/audit.py)
     companion: str = ""  # after failing tests: its verdict on the task's companion (task.yml `companion`)
+    display: str = ""    # its name where another submission of the run has the same file name
 
     @property
     def name(self) -> str:
-        return Path(self.path).name
+        return self.display or Path(self.path).name
 
     def geomean_roofline(self, bandwidth: Optional[float]) -> Optional[float]:
         """Geometric mean over benchmark cases of achieved bytes/s over the device's bandwidth."""
@@ -65,6 +66,19 @@ class SubmissionResult:
             return None
         value = {"geom": _geomean(times), "mean": sum(times) / len(times), "last": times[-1]}[ranking]
         return value * 1e6
+
+
+def display_names(paths: list[str]) -> dict[str, str]:
+    """Names that tell the run's submissions apart: the file name, with its folder where two
+    submissions share a file name (the whole path where that is not enough)."""
+    names = {p: Path(p).name for p in paths}
+    for p in paths:
+        if sum(Path(q).name == names[p] for q in paths) > 1:
+            names[p] = f"{Path(p).parent.name}/{Path(p).name}"
+    for p in paths:
+        if sum(names[q] == names[p] for q in paths) > 1:
+            names[p] = str(p)
+    return names
 
 
 def _geomean(values: list[float]) -> Optional[float]:

@@ -238,3 +238,21 @@ def test_an_export_into_a_missing_folder_stops_before_any_work(tmp_path, capsys,
     assert f"{flag} {target}: the folder {target.parent} does not exist" in err
     assert not (tmp_path / "r.db").exists() or not sqlite3.connect(tmp_path / "r.db").execute(
         "SELECT COUNT(*) FROM submissions").fetchone()[0]
+
+
+def test_submissions_with_one_file_name_are_told_apart(tmp_path, capsys):
+    import shutil
+
+    from harness.store import Store
+
+    for folder, source in (("alice", ROOT / "submissions" / "torch_batched.py"), ("bob", ZOO / "zeros.py")):
+        (tmp_path / folder).mkdir()
+        shutil.copy(source, tmp_path / folder / "kernel.py")
+    assert cli(tmp_path, "--mode", "test", "--submission", str(tmp_path / "alice" / "kernel.py"),
+               "--submission", str(tmp_path / "bob" / "kernel.py")) == 1
+    out = capsys.readouterr()
+    assert "alice/kernel.py" in out.out and "bob/kernel.py" in out.out
+    db = Store(str(tmp_path / "r.db")).db
+    assert sorted(n for (n,) in db.execute("SELECT name FROM submissions")) == ["alice/kernel.py", "bob/kernel.py"]
+    logs = sorted((tmp_path / "logs").glob("kernel.*.log"))
+    assert len(logs) == 2  # one log each
