@@ -17,6 +17,7 @@ import torch
 
 from harness.device import detect, fp8_dtype
 from harness.quant import dequantize_fp8, dequantize_mxfp4, quantize_fp8, quantize_mxfp4
+from harness.verdict import index_ranges
 
 NUM_HEADS = 16
 NUM_KV_HEADS = 1
@@ -140,7 +141,17 @@ def quantized_q(q: torch.Tensor, precision: str, fp8: torch.dtype) -> torch.Tens
     return q.float() if precision == "bf16" else dequantize_fp8(*quantize_fp8(q, fp8))
 
 
-def reference_outputs(data: input_t) -> dict[str, torch.Tensor]:
+class References(dict):
+    """{path: fp32 reference}, as reference_outputs returns it, plus the inputs they were computed
+    from (`data`): a failed check uses them to say where the output is off and which simple
+    mistake explains it. A plain dict of references works too; its failures just say less."""
+
+    def __init__(self, paths: dict[str, torch.Tensor], data: Optional[input_t] = None):
+        super().__init__(paths)
+        self.data = data
+
+
+def reference_outputs(data: input_t) -> References:
     """fp32 references for every legitimate precision path: KV format × q precision.
     Keys look like "kv=mxfp4,q=fp8". Computed in the trusted parent only."""
     q, kv_data, qo_indptr, kv_indptr, config = data
@@ -153,7 +164,7 @@ def reference_outputs(data: input_t) -> dict[str, torch.Tensor]:
         both = attention_fp32(queries, dequantized_kv(kv_data, fmt), qo_indptr, kv_indptr, config["sm_scale"])
         for i, qp in enumerate(Q_PRECISIONS):
             out[f"kv={fmt},q={qp}"] = both[:, i * heads:(i + 1) * heads]
-    return out
+    return References(out, data)
 
 
 def errors(output: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
@@ -192,11 +203,214 @@ def check_ratio(output: torch.Tensor, expected: dict[str, torch.Tensor], policy:
 
 def check_output(output: torch.Tensor, expected: dict[str, torch.Tensor], policy: str,
                  params: dict[str, float]) -> tuple[bool, str]:
-    """Pass when the output matches some legitimate path's reference within the policy's bounds."""
+    """Pass when the output matches some legitimate path's reference within the policy's bounds.
+    A failure says which simple mistake explains it (if one does) and where the output is off."""
     ratio, text = check_ratio(output, expected, policy, params)
     if ratio <= 1.0:
         return True, f"matches {text}"
-    return False, f"output differs from the reference; closest is {text}"
+    return False, f"output differs from the reference; {diagnosis(output, expected, policy, params)}closest is {text}"
+
+
+# ---------------------------------------------------------------- explaining a failed check
+# Only when the check fails (never on the passing path, which runs after every timed call), and on
+# at most DIAGNOSIS_SEQUENCES of the sequences that are off: each candidate mistake costs one
+# attention over those sequences' KV rows per KV format, milliseconds even for 256×8k on a GPU.
+DIAGNOSIS_SEQUENCES = 8
+MATCH_REL_L2 = 0.05  # a mistake is named when the output is within this rel L2 of it...
+MATCH_MARGIN = 4.0   # ...and this many times closer to it than to every legitimate reference
+
+
+def diagnosis(output: torch.Tensor, expected: dict[str, torch.Tensor], policy: str, params: dict[str, float]) -> str:
+    """What a failed check's reason says before its numbers: "looks like <mistake>; off in <where>; ".
+    Naming the mistake needs the inputs (`expected.data`, as reference_outputs returns it)."""
+    if not expected:
+        return ""
+    try:
+        off = off_pairs(output, expected, policy, params)
+        data = getattr(expected, "data", None)
+        where = where_off(off, data[2] if data is not None else None)
+        mistake = likely_mistake(output, expected, data, off) if data is not None else ""
+    except Exception as exc:  # noqa: BLE001 - a reason that says less beats a judge that crashes
+        return f"no diagnosis ({type(exc).__name__}: {exc}"[:120] + "); "
+    return (f"looks like {mistake}; " if mistake else "") + f"{where}; "
+
+
+def off_pairs(output: torch.Tensor, expected: dict[str, torch.Tensor], policy: str,
+              params: dict[str, float]) -> torch.Tensor:
+    """(rows, heads) bool: the (query row, head) pairs outside the policy's bound against every
+    path it accepts (NaN counts as outside)."""
+    if policy == "competition":
+        outside = ~torch.isclose(output.float(), expected["kv=fp8,q=fp8"], rtol=params["rtol"], atol=params["atol"])
+        return ~(outside.float().mean(-1) <= params["max_mismatch"])
+    err = torch.stack([(output.float() - ref).norm(dim=-1) / ref.norm(dim=-1).clamp(min=1e-6)
+                       for ref in expected.values()]).amin(0)
+    return ~(err <= params["row_rel_l2"])
+
+
+def _sequence_of_rows(qo_indptr: torch.Tensor, rows: int) -> torch.Tensor:
+    bounds = qo_indptr[1:].long().cpu()
+    return torch.searchsorted(bounds, torch.arange(rows), right=True)
+
+
+def _some(noun: str, ids: list[int], total: int) -> str:
+    """"all 16 heads", "head 3 (of 16)", "heads 0-3, 9 (of 16)"."""
+    if len(ids) == total:
+        return f"all {total} {noun}s"
+    return f"{noun}{'s' if len(ids) > 1 else ''} {index_ranges(ids)} (of {total})"
+
+
+def where_off(off: torch.Tensor, qo_indptr: Optional[torch.Tensor] = None) -> str:
+    """Which sequences, heads and query rows hold the (row, head) pairs that are off, in one short
+    phrase: "off in sequences 2, 5 (of 8), all 16 heads, query row 1 of each sequence's 2"."""
+    rows, heads = off.shape
+    off = off.cpu()
+    if not bool(off.any()):
+        return "no single (row, head) is over its bound: the error is spread thin"
+    off_rows = off.any(1)
+    heads_text = _some("head", off.any(0).nonzero().flatten().tolist(), heads)
+    if qo_indptr is None:
+        return f"off in {_some('row', off_rows.nonzero().flatten().tolist(), rows)}, {heads_text}"
+    qo = qo_indptr.long().cpu()
+    seq = _sequence_of_rows(qo, rows)
+    text = f"off in {_some('sequence', seq[off_rows].unique().tolist(), len(qo) - 1)}, {heads_text}"
+    q_lens = (qo[1:] - qo[:-1]).unique().tolist()
+    if len(q_lens) == 1 and q_lens[0] > 1:
+        positions = (torch.arange(rows) - qo[seq])[off_rows].unique().tolist()
+        if len(positions) < q_lens[0]:
+            text += f", query row{'s' if len(positions) > 1 else ''} {index_ranges(positions)} of each sequence's {q_lens[0]}"
+    return text
+
+
+def likely_mistake(output: torch.Tensor, expected: dict[str, torch.Tensor], data: input_t, off: torch.Tensor) -> str:
+    """The simple mistake that explains the output on (a sample of) the sequences that are off,
+    or "" when none is clearly closer than the legitimate references."""
+    qo = data[2].tolist()
+    seq = _sequence_of_rows(data[2], off.shape[0])
+    off_seqs = seq[off.cpu().any(1)].unique().tolist() or list(range(len(qo) - 1))
+    pick = torch.linspace(0, len(off_seqs) - 1, min(len(off_seqs), DIAGNOSIS_SEQUENCES)).round().long()
+    sample = [off_seqs[i] for i in pick.unique().tolist()]
+    rows = torch.cat([torch.arange(qo[b], qo[b + 1]) for b in sample]).to(output.device)
+    got = output[rows].float()
+    candidates = _mistaken_outputs(data, sample)
+    candidates["all zeros"] = {p: torch.zeros_like(got) for p in expected}
+    candidates.update(_rows_of_other_sequences(got, expected, qo, sample))
+    # Judged on the (row, head) pairs that are off, so a mistake made in some heads only is named
+    # too; among the mistakes that explain those, the one closest on all sampled pairs (a causal
+    # mask leaves the last query row right; skipping the last KV token does not).
+    off_here = off[rows.cpu()].to(got.device)
+    everywhere = torch.ones_like(off_here)
+    pairs = off_here if bool(off_here.any()) else everywhere
+
+    def distance(outputs: dict[str, torch.Tensor], where: torch.Tensor) -> float:
+        return min(float((got[where] - c[where]).norm() / expected[p][rows][where].norm().clamp(min=1e-30))
+                   for p, c in outputs.items())
+
+    honest = distance({p: ref[rows] for p, ref in expected.items()}, pairs)
+    scores = {name: distance(outputs, pairs) for name, outputs in candidates.items()}
+    fits = [name for name, d in scores.items() if d <= MATCH_REL_L2 and d * MATCH_MARGIN <= honest]
+    return min(fits, key=lambda name: distance(candidates[name], everywhere)) if fits else ""
+
+
+def _attend(qs: torch.Tensor, ks: torch.Tensor, scale: float, dims: int = QK_HEAD_DIM,
+            values: Optional[torch.Tensor] = None, normalise: bool = True) -> torch.Tensor:
+    """fp32 attention of query rows qs (n, H, 576) over key rows ks (L, 576), all heads at once."""
+    values = ks[:, :V_HEAD_DIM] if values is None else values
+    if ks.shape[0] == 0:
+        return qs.new_zeros(qs.shape[0], qs.shape[1], V_HEAD_DIM)
+    s = torch.einsum("qhd,kd->qhk", qs[..., :dims], ks[:, :dims]) * scale
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    out = torch.einsum("qhk,kd->qhd", p, values)
+    return out / p.sum(-1, keepdim=True) if normalise else out
+
+
+def _mistakes(qs: torch.Tensor, ks: torch.Tensor, next_ks: torch.Tensor, prev_ks: torch.Tensor,
+              scale: float) -> dict[str, torch.Tensor]:
+    """One sequence's output under each simple mistake a kernel can make with the right data."""
+    n, length = qs.shape[0], ks.shape[0]
+    mean_v = ks[:, :V_HEAD_DIM].mean(0) if length else qs.new_zeros(V_HEAD_DIM)
+    causal = [_attend(qs[j:j + 1], ks[:max(0, length - (n - 1 - j))], scale) for j in range(n)]
+    return {
+        "the last KV token of each sequence skipped": _attend(qs, ks[:-1], scale),
+        "the first KV token of each sequence skipped": _attend(qs, ks[1:], scale),
+        "softmax without sm_scale": _attend(qs, ks, 1.0),
+        "sm_scale applied twice": _attend(qs, ks, scale * scale),
+        "scores without the 64 RoPE dims": _attend(qs, ks, scale, dims=KV_LORA_RANK),
+        "V taken from the last 512 dims instead of the first 512": _attend(qs, ks, scale, values=ks[:, -V_HEAD_DIM:]),
+        "softmax not normalised (no division by the sum of exp)": _attend(qs, ks, scale, normalise=False),
+        "the mean of V (every score the same)": mean_v.expand(n, qs.shape[1], V_HEAD_DIM),
+        "each sequence attending to the next sequence's KV rows": _attend(qs, next_ks, scale),
+        "each sequence attending to the previous sequence's KV rows": _attend(qs, prev_ks, scale),
+        "a causal mask over the query rows (this task has none)": torch.cat(causal),
+    }
+
+
+def _decodings(kv_data: dict, fmt: str, index: torch.Tensor) -> dict[str, torch.Tensor]:
+    """KV rows `index` as format `fmt` holds them (key ""), and as kernels misreading that format
+    see them (key: the misreading), each (n, 576) float32."""
+    if fmt == "fp8":
+        codes, scale = kv_data["fp8"]
+        codes = codes[index].reshape(-1, QK_HEAD_DIM)
+        other = torch.float8_e4m3fnuz if codes.dtype == torch.float8_e4m3fn else torch.float8_e4m3fn
+        named = {t: str(t).removeprefix("torch.") for t in (codes.dtype, other)}
+        return {"": dequantize_fp8(codes, scale), "fp8 KV without its per-tensor scale": codes.float(),
+                f"fp8 KV bytes decoded as {named[other]} (they are {named[codes.dtype]})":
+                    dequantize_fp8(codes.view(other), scale).nan_to_num(0.0, 0.0, 0.0)}
+    if fmt == "mxfp4":
+        packed, scales = kv_data["mxfp4"]
+        codes, live = packed[index].reshape(-1, QK_HEAD_DIM // 2), scales[index]
+        blocks = QK_HEAD_DIM // 32
+        flat = scales.view(torch.uint8).reshape(-1)
+        dense = flat[(index.unsqueeze(1) * blocks + torch.arange(blocks, device=index.device)).clamp(max=flat.numel() - 1)]
+        unit = torch.full_like(live.view(torch.uint8), 127).view(scales.dtype)
+        return {"": dequantize_mxfp4(codes, live),
+                "mxfp4 KV without its e8m0 block scales": dequantize_mxfp4(codes, unit),
+                "mxfp4 nibbles swapped (the low nibble is the even element)":
+                    dequantize_mxfp4((codes >> 4) | (codes << 4), live),
+                "mxfp4 scales read with a row stride of 18 (they are stored with 24)":
+                    dequantize_mxfp4(codes, dense.view(scales.dtype))}
+    return {"": dequantized_kv(kv_data, fmt)[index].reshape(-1, QK_HEAD_DIM)}
+
+
+def _mistaken_outputs(data: input_t, sample: list[int]) -> dict[str, dict[str, torch.Tensor]]:
+    """{mistake: {path: output rows of the `sample` sequences}}: every simple mistake, on every
+    legitimate precision path (a mistake and a precision path can come together)."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    qo, kvp, batch, heads = qo_indptr.tolist(), kv_indptr.tolist(), len(qo_indptr) - 1, q.shape[1]
+    queries = torch.cat([quantized_q(q, qp, kv_data["fp8"][0].dtype) for qp in Q_PRECISIONS], dim=1)
+    needed = sorted({n for s in sample for n in (s, (s + 1) % batch, (s - 1) % batch)})
+    span, at = {}, 0
+    for b in needed:  # where each needed sequence's KV rows sit among the gathered ones
+        span[b], at = slice(at, at + kvp[b + 1] - kvp[b]), at + kvp[b + 1] - kvp[b]
+    index = torch.cat([torch.arange(kvp[b], kvp[b + 1]) for b in needed]).to(q.device)
+    found: dict[str, dict[str, list[torch.Tensor]]] = {}
+    for fmt in kv_data:
+        for misreading, keys in _decodings(kv_data, fmt, index).items():
+            for s in sample:
+                qs, ks = queries[qo[s]:qo[s + 1]], keys[span[s]]
+                outs = ({misreading: _attend(qs, ks, config["sm_scale"])} if misreading else
+                        _mistakes(qs, ks, keys[span[(s + 1) % batch]], keys[span[(s - 1) % batch]], config["sm_scale"]))
+                for name, rows in outs.items():
+                    found.setdefault(name, {}).setdefault(fmt, []).append(rows)
+    return {name: {f"kv={fmt},q={qp}": torch.cat(parts)[:, i * heads:(i + 1) * heads]
+                   for fmt, parts in by_format.items() for i, qp in enumerate(Q_PRECISIONS)}
+            for name, by_format in found.items()}
+
+
+def _rows_of_other_sequences(got: torch.Tensor, expected: dict[str, torch.Tensor], qo: list[int],
+                             sample: list[int]) -> dict[str, dict[str, torch.Tensor]]:
+    """The mistake "each sequence's rows hold another sequence's answer" (an indptr mix-up): for
+    each sampled sequence, the other sequence whose reference rows its output is nearest to."""
+    batch = len(qo) - 1
+    if batch < 2 or len({b - a for a, b in zip(qo, qo[1:])}) != 1:
+        return {}
+    mine = got.reshape(len(sample), -1)
+    theirs = {p: ref.reshape(batch, -1) for p, ref in expected.items()}
+    dist = torch.stack([torch.stack([(t - row).norm(dim=1) for row in mine]) for t in theirs.values()])
+    dist = dist.amin(0)
+    dist[torch.arange(len(sample)), torch.tensor(sample)] = float("inf")
+    nearest = dist.argmin(1).to(got.device)
+    name = f"another sequence's answer in each sequence's rows (sequence {sample[0]} holds {int(nearest[0])}'s)"
+    return {name: {p: t[nearest].reshape(got.shape) for p, t in theirs.items()}}
 
 
 # ---------------------------------------------------------------- the check's self-test

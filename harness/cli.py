@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rocprof", action="store_true",
                    help="with --mode profile: one timed call of one case under rocprof (AMD)")
     p.add_argument("--case", type=int, default=0, metavar="N", help="benchmark case for --ncu / --rocprof")
+    p.add_argument("--shape", action="append", default=[], metavar="ARGS",
+                   help="run this case instead of the task's (repeatable), as generate_input's arguments: "
+                        "'batchsize=4,qseqlen=1,kvseqlen=1024' (seed optional; kvseqlens=[...] for a ragged batch)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="cap every timeout of the task (worker start, each test case, each benchmark case)")
     p.add_argument("--gpus", metavar="all|N",
                    help="evaluate submissions in parallel, one evaluator per GPU (0: CPU workers)")
     p.add_argument("--workers", type=int, metavar="N",
@@ -178,8 +183,29 @@ def _run(args: argparse.Namespace, early=None) -> int:
         return 0
 
     problem = _load_problem(args)
+    args.shape = parse_shapes(args.shape, problem)
     submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
     return _run_with(args, store, problem, submissions, early)
+
+
+def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any], ...]]:
+    """--shape values as cases (checked against the task's generate_input), or None for the task's own."""
+    import yaml
+
+    from harness.spec import check_case
+
+    cases = []
+    for i, text in enumerate(texts):
+        try:
+            case = yaml.safe_load("{" + text.replace("=", ": ") + "}")
+        except yaml.YAMLError:
+            case = None
+        if not isinstance(case, dict) or not case or "=" not in text or None in case.values():
+            raise UsageError(f"--shape {text!r}: expected KEY=VALUE pairs separated by commas")
+        case.setdefault("seed", 1000 + i)
+        check_case(case, f"--shape {text!r}", problem.reference.generate_input)
+        cases.append(case)
+    return tuple(cases) or None
 
 
 def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
@@ -271,7 +297,8 @@ def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
     return RunConfig(**{"mode": args.mode, "task": task, "device": args.device, "small": args.small,
                         "log_dir": args.logs, "graph": args.graph, "policy": args.check, "max_seconds": args.budget,
                         "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
-                        "audit": not args.no_audit, **given, **facts})
+                        "audit": not args.no_audit, "timeout": args.timeout, "cases": args.shape or None,
+                        **given, **facts})
 
 
 def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store, run_id: int,
@@ -441,7 +468,7 @@ def _load_problem(args: argparse.Namespace):
     """The task, with the command line's check policy and time budget applied."""
     from harness.problem import configured, load_problem
 
-    return configured(load_problem(task_path(args.task)), args.check, args.budget)
+    return configured(load_problem(task_path(args.task)), args.check, args.budget, args.timeout)
 
 
 def _popcorn(args: argparse.Namespace) -> int:

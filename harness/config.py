@@ -27,7 +27,8 @@ class RunConfig:
     sandbox: str = "auto"              # auto | require | off (harness/launch.py)
     private: tuple[str, ...] = ()      # paths no worker may see (the database, the logs)
     audit: bool = True                 # the profiler's audit of GPU timings (harness/audit.py)
-    cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE)
+    cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE, --shape)
+    timeout: Optional[float] = None    # caps every timeout of the task (--timeout)
 
     def context(self):
         """The engine's RunContext for this configuration, in this process."""
@@ -35,7 +36,7 @@ class RunConfig:
         from harness.engine import RunContext
         from harness.problem import configured, load_problem
 
-        problem = configured(load_problem(self.task), self.policy, self.max_seconds)
+        problem = configured(load_problem(self.task), self.policy, self.max_seconds, self.timeout)
         if self.cases is not None:
             cases = [dict(c) for c in self.cases]
             cpu = dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases)

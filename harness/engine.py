@@ -133,7 +133,8 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         for worker in [box, *auditor]:
             worker.close()
         shutil.rmtree(box.worker.scratch, ignore_errors=True)
-        if finished and ctx.problem.spec.companion and any(c.kind == "test" and not c.ok for c in result.cases):
+        if finished and ctx.problem.spec.companion and not result.error and any(
+                c.kind == "test" and not c.ok and not c.reason.startswith(("timeout", "crashed")) for c in result.cases):
             result.companion = clock.timed("companion", _companion_verdict, path, ctx)
         result.phases["total"] = time.perf_counter() - wall
 
@@ -151,8 +152,9 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
         return f"companion task not loaded: {exc}"
     finally:
         load_problem(ctx.problem.spec.path)  # the run's own reference module again
-    other = dataclasses.replace(ctx, log_dir=ctx.log_dir / "companion", problem=dataclasses.replace(
-        problem, spec=dataclasses.replace(problem.spec, companion="")))
+    limits = {k: min(v, getattr(ctx.problem.spec.timeouts, k)) for k, v in dataclasses.asdict(problem.spec.timeouts).items()}
+    spec = dataclasses.replace(problem.spec, companion="", timeouts=dataclasses.replace(problem.spec.timeouts, **limits))
+    other = dataclasses.replace(ctx, log_dir=ctx.log_dir / "companion", problem=dataclasses.replace(problem, spec=spec))
     result = evaluate(path, other, "test")
     passed = sum(c.ok for c in result.cases)
     name = problem.spec.name

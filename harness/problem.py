@@ -75,8 +75,10 @@ class Problem:
         return self.reference.output_layout(data)
 
 
-def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Optional[float] = None) -> Problem:
-    """`problem` with a check policy and a time budget per benchmark case chosen at run time."""
+def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Optional[float] = None,
+               timeout: Optional[float] = None) -> Problem:
+    """`problem` with a check policy, a time budget per benchmark case and a cap on its timeouts
+    chosen at run time."""
     if policy:
         if policy not in problem.spec.check.policies:
             raise SpecError(f"unknown check policy {policy!r}: task.yml defines "
@@ -87,6 +89,12 @@ def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Opti
             raise SpecError("--budget must be a positive number of seconds")
         timing = dataclasses.replace(problem.spec.timing, max_seconds=max_seconds)
         problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
+    if timeout is not None:
+        if not timeout > 0:
+            raise SpecError("--timeout must be a positive number of seconds")
+        limits = {k: min(v, timeout) for k, v in dataclasses.asdict(problem.spec.timeouts).items()}
+        timeouts = dataclasses.replace(problem.spec.timeouts, **limits)
+        problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timeouts=timeouts))
     return problem
 
 

@@ -6,7 +6,7 @@ Every rejection is one line a competitor can act on.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -27,6 +27,20 @@ def tensors(tree: Any, path: str = "data") -> Iterator[tuple[str, torch.Tensor]]
     elif isinstance(tree, dict):
         for k, x in tree.items():
             yield from tensors(x, f"{path}[{k!r}]")
+
+
+def index_ranges(indices: Iterable[int], limit: int = 6) -> str:
+    """Indices as compact ranges, "0-3, 7, 9-12"; past `limit` ranges, the rest is counted, so
+    a failure reason stays one short line however many rows are off."""
+    spans: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans[:limit])
+    rest = sum(b - a + 1 for a, b in spans[limit:])
+    return text + (f" and {rest} more" if rest else "")
 
 
 def judge(output: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,

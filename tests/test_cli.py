@@ -256,3 +256,30 @@ def test_submissions_with_one_file_name_are_told_apart(tmp_path, capsys):
     assert sorted(n for (n,) in db.execute("SELECT name FROM submissions")) == ["alice/kernel.py", "bob/kernel.py"]
     logs = sorted((tmp_path / "logs").glob("kernel.*.log"))
     assert len(logs) == 2  # one log each
+
+
+def test_one_custom_shape_and_a_short_timeout(tmp_path, capsys):
+    import time
+
+    code = cli(tmp_path, "--mode", "test", "--shape", "batchsize=2,qseqlen=1,kvseqlen=40",
+               "--shape", "batchsize=3, qseqlen=2, kvseqlen=9, kvseqlens=[9, 1, 4]",
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    out = capsys.readouterr().out
+    assert code == 0 and "2×40" in out and out.count("│ pass") == 2
+    start = time.monotonic()
+    assert cli(tmp_path, "--mode", "test", "--timeout", "3", "--shape", "batchsize=2,qseqlen=1,kvseqlen=40",
+               "--submission", str(ZOO / "hangs.py")) == 1
+    assert time.monotonic() - start < 60
+    assert "timeout" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shape", "batchsize=2,qseqlen=1"], "--shape 'batchsize=2,qseqlen=1'.kvseqlen: missing"),
+    (["--shape", "batch=2,qseqlen=1,kvseqlen=4"], "batch: unknown key"),
+    (["--shape", "what"], "--shape 'what': expected KEY=VALUE pairs"),
+    (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+])
+def test_bad_shape_or_timeout_is_one_line(tmp_path, capsys, args, message):
+    assert cli(tmp_path, "--mode", "test", *args, "--submission", str(ZOO / "zeros.py")) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
