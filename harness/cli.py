@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "else a loud warning and results marked unsandboxed), require (refuse without it), off")
     p.add_argument("--no-audit", action="store_true",
                    help="leaderboard mode on a GPU: skip the profiler's audit of the timings (results marked not audited)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="benchmark or leaderboard mode: also evaluate FILE (if not already a --submission) and show "
+                        "every submission's speedup over it")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -185,6 +188,12 @@ def _run(args: argparse.Namespace, early=None) -> int:
     problem = _load_problem(args)
     args.shape = parse_shapes(args.shape, problem)
     submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
+    if args.baseline:
+        if args.mode not in ("benchmark", "leaderboard"):
+            raise UsageError("--baseline goes with --mode benchmark or leaderboard")
+        (args.baseline,) = resolve_submissions([args.baseline])
+        if args.baseline not in [p.resolve() for p in submissions]:
+            submissions.append(args.baseline)
     return _run_with(args, store, problem, submissions, early)
 
 
@@ -342,10 +351,15 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     if args.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
                                                       problem.spec.ranking))
-    meta = {"run": run_id, "mode": args.mode, "device": device.describe(), "check": problem.check_policy,
-            "timing": "graph" if graph else "events",
+    if args.baseline:
+        base = next(r for r in results if Path(r.path).resolve() == args.baseline)
+        report.console.print(report.baseline_table(results, base, problem.label, problem.spec.ranking))
+    from harness.store import git_commit
+
+    meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
+            "check": problem.check_policy, "timing": "graph" if graph else "events",
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
-            **versions()}
+            "git_commit": git_commit(), "seed": ctx.secret, **versions()}
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
     if args.plot and args.mode in ("benchmark", "leaderboard"):
         from harness.plots import PlotError, write_plots

@@ -305,7 +305,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     if issue:
         return _result(case, False, issue)
     device = summarize(device_times)
-    return _result(case, True, verdict.reason, device=device, host=summarize(host_times),
+    return _result(case, True, verdict.reason, device=device, host=summarize(host_times), samples=tuple(device_times),
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
                                                           timing.target_rel_ci))

@@ -502,7 +502,8 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
             rows.append({**base, "kind": None, "case": None})
         for c in r.cases:
             rows.append({**base, "kind": c.kind, "case": _case_label(c, label), "case_ok": c.ok,
-                         **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason})
+                         **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason,
+                         "samples_us": [round(x * 1e6, 3) for x in c.samples]})
     return rows
 
 
@@ -514,8 +515,9 @@ def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], s
     from pathlib import Path
 
     rows = export_rows(results, label, bandwidth)
-    if json_path:
+    if json_path:  # with every timed call's device µs ("samples_us"); the tables below hold the statistics
         Path(json_path).write_text(json.dumps({"run": meta, "rows": rows}, indent=2, default=str))
+    rows = [{k: v for k, v in row.items() if k != "samples_us"} for row in rows]
     if csv_path:
         with open(csv_path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
@@ -539,3 +541,25 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [f"Run: {head}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def baseline_table(results: Sequence[SubmissionResult], baseline: SubmissionResult, label: Callable[[dict], str],
+                   ranking: str = "geom") -> Table:
+    """Speedup of each submission over `baseline` (one of the run's): the ratio of the ranking's
+    numbers, and per case how many are faster or slower beyond the 95% intervals of the medians."""
+    table = Table(title=f"Speedup over {escape(baseline.name)} (baseline µs / submission µs; cases marked only "
+                        "when the 95% intervals of the medians do not overlap)", title_justify="left")
+    for col in ("submission", "speedup", "faster cases", "slower cases", "same or too noisy"):
+        table.add_column(col, justify="left" if col == "submission" else "right")
+    base = {c.index: c for c in baseline.cases if c.kind == "benchmark" and c.ok and c.device}
+    for r in results:
+        if r is baseline:
+            continue
+        score, base_score = r.score_us(ranking), baseline.score_us(ranking)
+        marks = [compare_marks(base[c.index].device.median, base[c.index].device.ci_rel, c.device.median,
+                               c.device.ci_rel)
+                 for c in r.cases if c.kind == "benchmark" and c.ok and c.device and c.index in base]
+        table.add_row(escape(r.name), f"{base_score / score:.2f}×" if score and base_score else "-",
+                      str(marks.count("faster")), str(marks.count("slower")),
+                      str(len(marks) - marks.count("faster") - marks.count("slower")))
+    return table

@@ -27,6 +27,7 @@ class CaseResult:
     profile: str = ""
     audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/audit.py)
     args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
+    samples: tuple[float, ...] = ()  # every timed call's device seconds, in order (exported to JSON)
 
 
 @dataclasses.dataclass

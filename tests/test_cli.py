@@ -106,8 +106,10 @@ def test_exports_hold_every_number(tmp_path):
                 "geomean_us", "reads", "warnings", "detail"):
         assert key in row
     assert row["reads"] == "bf16" and row["median_us"] > 0 and row["bytes"] > 0
+    assert len(row["samples_us"]) == row["runs"] and sorted(row["samples_us"])[len(row["samples_us"]) // 2] > 0
+    assert doc["run"]["seed"] > 0 and "git_commit" in doc["run"] and doc["run"]["task"] == "amd-mixed-mla"
     rows = list(csv.DictReader(paths["csv"].open()))
-    assert [r["case"] for r in rows] == [r["case"] for r in doc["rows"]]
+    assert [r["case"] for r in rows] == [r["case"] for r in doc["rows"]] and "samples_us" not in rows[0]
     assert float(rows[0]["median_us"]) == pytest.approx(row["median_us"])
     md = paths["md"].read_text()
     assert "| torch_batched.py |" in md and "median_us" in md
@@ -283,3 +285,14 @@ def test_bad_shape_or_timeout_is_one_line(tmp_path, capsys, args, message):
     assert cli(tmp_path, "--mode", "test", *args, "--submission", str(ZOO / "zeros.py")) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_speedup_over_a_baseline(tmp_path, capsys):
+    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.2", "--baseline", str(ROOT / "submissions" / "torch_loop.py"),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    assert code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Speedup over torch_loop.py" in out and "torch_batched.py" in out and "×" in out
+    assert cli(tmp_path, "--mode", "test", "--baseline", str(ZOO / "zeros.py")) == 2
+    assert "--baseline goes with --mode benchmark or leaderboard" in capsys.readouterr().err
