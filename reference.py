@@ -298,17 +298,22 @@ def likely_mistake(output: torch.Tensor, expected: dict[str, torch.Tensor], data
     # too; among the mistakes that explain those, the one closest on all sampled pairs (a causal
     # mask leaves the last query row right; skipping the last KV token does not).
     off_here = off[rows.cpu()].to(got.device)
-    everywhere = torch.ones_like(off_here)
-    pairs = off_here if bool(off_here.any()) else everywhere
+    pairs = off_here if bool(off_here.any()) else torch.ones_like(off_here)
+    sampled = {p: ref[rows] for p, ref in expected.items()}
+    norms = {p: (ref.square().sum(-1)[pairs].sum().sqrt(), ref.norm()) for p, ref in sampled.items()}
 
-    def distance(outputs: dict[str, torch.Tensor], where: torch.Tensor) -> float:
-        return min(float((got[where] - c[where]).norm() / expected[p][rows][where].norm().clamp(min=1e-30))
-                   for p, c in outputs.items())
+    def distance(outputs: dict[str, torch.Tensor]) -> tuple[float, float]:
+        """(rel L2 on the off pairs, rel L2 on all sampled pairs), each the best over paths."""
+        per_path = []
+        for p, c in outputs.items():
+            sq = (got - c).square().sum(-1)
+            per_path.append(torch.stack([sq[pairs].sum().sqrt(), sq.sum().sqrt()]) / torch.stack(norms[p]).clamp(min=1e-30))
+        return tuple(torch.stack(per_path).amin(0).tolist())
 
-    honest = distance({p: ref[rows] for p, ref in expected.items()}, pairs)
-    scores = {name: distance(outputs, pairs) for name, outputs in candidates.items()}
-    fits = [name for name, d in scores.items() if d <= MATCH_REL_L2 and d * MATCH_MARGIN <= honest]
-    return min(fits, key=lambda name: distance(candidates[name], everywhere)) if fits else ""
+    honest = distance(sampled)[0]
+    scores = {name: distance(outputs) for name, outputs in candidates.items()}
+    fits = [name for name, (d, _) in scores.items() if d <= MATCH_REL_L2 and d * MATCH_MARGIN <= honest]
+    return min(fits, key=lambda name: scores[name][1]) if fits else ""
 
 
 def _attend(qs: torch.Tensor, ks: torch.Tensor, scale: float, dims: int = QK_HEAD_DIM,
@@ -405,8 +410,7 @@ def _rows_of_other_sequences(got: torch.Tensor, expected: dict[str, torch.Tensor
         return {}
     mine = got.reshape(len(sample), -1)
     theirs = {p: ref.reshape(batch, -1) for p, ref in expected.items()}
-    dist = torch.stack([torch.stack([(t - row).norm(dim=1) for row in mine]) for t in theirs.values()])
-    dist = dist.amin(0)
+    dist = torch.stack([torch.cdist(mine, t) for t in theirs.values()]).amin(0)
     dist[torch.arange(len(sample)), torch.tensor(sample)] = float("inf")
     nearest = dist.argmin(1).to(got.device)
     name = f"another sequence's answer in each sequence's rows (sequence {sample[0]} holds {int(nearest[0])}'s)"
@@ -478,7 +482,8 @@ def output_layout(data: input_t) -> tuple[tuple[int, ...], torch.dtype]:
 
 
 def bytes_moved(data: input_t) -> dict[str, int]:
-    """Bytes a kernel reading each KV format must move at least: its KV once, q once, the output once."""
+    """Bytes a kernel reading each KV format (or two of them) must move at least: its KV once, q
+    once, the output once."""
     q, kv_data, qo_indptr, kv_indptr, config = data
     qo_bytes = q.numel() * q.element_size() + q.shape[0] * q.shape[1] * V_HEAD_DIM * 2
     index_bytes = (qo_indptr.numel() + kv_indptr.numel()) * 4
@@ -488,6 +493,11 @@ def bytes_moved(data: input_t) -> dict[str, int]:
         "fp8": total_kv * QK_HEAD_DIM + 4,
         "mxfp4": total_kv * (QK_HEAD_DIM // 2 + QK_HEAD_DIM // 32),  # packed codes + 18 live scales
     }
+    # two formats ("mxfp4+fp8"): keys (all 576 dims) from one, values (the first 512) from the other,
+    # whichever order moves fewer bytes
+    for a, b in (("bf16", "fp8"), ("bf16", "mxfp4"), ("fp8", "mxfp4")):
+        kv_bytes[f"{a}+{b}"] = min(kv_bytes[a] + kv_bytes[b] * V_HEAD_DIM // QK_HEAD_DIM,
+                                   kv_bytes[b] + kv_bytes[a] * V_HEAD_DIM // QK_HEAD_DIM)
     return {fmt: n + qo_bytes + index_bytes for fmt, n in kv_bytes.items()}
 
 

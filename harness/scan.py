@@ -30,9 +30,10 @@ class ScanResult:
 
 def declared_variant(path: Path, variants: list[str]) -> str:
     """Which input variant (for this task: the KV format) a submission reads, from its source,
-    without running it: a top-level `KV_FORMAT = "fp8"` if present, else the one variant named in
-    a subscript such as `kv_data["fp8"]`, else the first variant (the widest); "" for a task without
-    variants."""
+    without running it: a top-level `KV_FORMAT = "fp8"` (or `"mxfp4+fp8"` for a file that reads
+    two) if present, else the variants named in subscripts such as `kv_data["fp8"]` when one or
+    two are (two joined by "+", in the task's order), else the first variant (the widest); "" for
+    a task without variants."""
     if not variants:
         return ""
     try:
@@ -41,11 +42,13 @@ def declared_variant(path: Path, variants: list[str]) -> str:
         return variants[0]
     for node in tree.body:
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "KV_FORMAT" for t in node.targets)
-                and isinstance(node.value, ast.Constant) and node.value.value in variants):
-            return node.value.value
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            named = node.value.value.split("+")
+            if 1 <= len(named) <= 2 and all(v in variants for v in named):
+                return "+".join(v for v in variants if v in named)
     used = {n.slice.value for n in ast.walk(tree)
             if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value in variants}
-    return used.pop() if len(used) == 1 else variants[0]
+    return "+".join(v for v in variants if v in used) if 1 <= len(used) <= 2 else variants[0]
 
 
 def scan(path: Path) -> ScanResult:

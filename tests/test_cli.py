@@ -122,7 +122,22 @@ def test_variant_detection(tmp_path):
     (tmp_path / "a.py").write_text('KV_FORMAT = "mxfp4"\n')
     (tmp_path / "b.py").write_text('def custom_kernel(d):\n    kv, s = d[1]["fp8"]\n')
     (tmp_path / "c.py").write_text('def custom_kernel(d):\n    return d[1]["fp8"], d[1]["bf16"]\n')
-    assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "abc"] == ["mxfp4", "fp8", "bf16"]
+    assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "abc"] == ["mxfp4", "fp8", "bf16+fp8"]
+    # two formats (mxfp4 keys, fp8 values), declared or read; three read: the widest
+    (tmp_path / "d.py").write_text('KV_FORMAT = "fp8+mxfp4"\n')
+    (tmp_path / "e.py").write_text('def custom_kernel(d):\n    return d[1]["mxfp4"], d[1]["fp8"]\n')
+    (tmp_path / "f.py").write_text('def custom_kernel(d):\n    return d[1]["mxfp4"], d[1]["fp8"], d[1]["bf16"]\n')
+    (tmp_path / "g.py").write_text('KV_FORMAT = "fp8+int4"\n')
+    assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "defg"] == ["fp8+mxfp4", "fp8+mxfp4", "bf16", "bf16"]
+
+
+def test_two_formats_move_the_bytes_of_both(problem):
+    import torch
+
+    data = problem.generate({"batchsize": 2, "qseqlen": 1, "kvseqlen": 64, "seed": 1}, 1, torch.device("cpu"))
+    moved = problem.bytes_moved(data)
+    assert moved["mxfp4"] < moved["fp8+mxfp4"] < moved["fp8"] + moved["mxfp4"]
+    assert moved["fp8"] < moved["fp8+mxfp4"] and moved["bf16+fp8"] > moved["bf16"]
 
 
 @pytest.mark.slow
