@@ -45,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU MODE's positional form: `eval.py MODE TESTFILE` (popcorn protocol, needs POPCORN_FD)")
     p.add_argument("testfile", nargs="?", metavar="TESTFILE", help="cases as GPU MODE writes them: key: value; ...")
     p.add_argument("--mode", default="leaderboard",
-                   help="test | benchmark | leaderboard | profile | selftest | history (default: leaderboard)")
+                   help="test | benchmark | leaderboard | profile | selftest | history | compile (default: leaderboard)")
+    p.add_argument("--target", action="append", default=[], metavar="ARCH",
+                   help="with --mode compile: compile for ARCH (repeatable; gfx950, gfx942, sm_90, sm_100; "
+                        "default gfx950 and gfx942)")
     p.add_argument("--submission", action="append", default=[], metavar="PATH",
                    help="a submission file (repeatable); default: every submissions/*.py")
     p.add_argument("--device", choices=("cpu", "cuda"), help="override device detection")
@@ -155,7 +158,7 @@ def _run(args: argparse.Namespace, early=None) -> int:
     from harness import report
     from harness.store import Store, StoreError
 
-    all_modes = MODES + ("selftest", "history")
+    all_modes = MODES + ("selftest", "history", "compile")
     if args.mode not in all_modes:
         raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
     if args.compare and args.mode != "history":
@@ -188,6 +191,8 @@ def _run(args: argparse.Namespace, early=None) -> int:
     problem = _load_problem(args)
     args.shape = parse_shapes(args.shape, problem)
     submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
+    if args.mode == "compile":
+        return _cross_compile(args, problem, submissions)
     if args.baseline:
         if args.mode not in ("benchmark", "leaderboard"):
             raise UsageError("--baseline goes with --mode benchmark or leaderboard")
@@ -195,6 +200,39 @@ def _run(args: argparse.Namespace, early=None) -> int:
         if args.baseline not in [p.resolve() for p in submissions]:
             submissions.append(args.baseline)
     return _run_with(args, store, problem, submissions, early)
+
+
+def _cross_compile(args: argparse.Namespace, problem, submissions: list[Path]) -> int:
+    """--mode compile: every Triton kernel each submission launches on the task's small cases
+    (captured in the sandbox, Triton's interpreter), compiled for each --target: registers, spills,
+    LDS, occupancy, matrix instructions, named traps (harness/crosscompile.py)."""
+    import json
+
+    from harness import report
+    from harness.crosscompile import CrossCompileError, cross_compile_report, report_table
+
+    targets = args.target or ["gfx950", "gfx942"]
+    if args.json and not Path(args.json).parent.is_dir():
+        raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
+    everything, ok = {}, True
+    for path in submissions:
+        try:
+            rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
+                                        private=private_paths(args))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        except CrossCompileError as exc:
+            report.error(f"{path.name}: {exc}")
+            everything[str(path)], ok = {"error": str(exc)}, False
+            continue
+        report.console.print(report_table(rows, title=f"{report.escape(path.name)}: Triton kernels compiled for "
+                                                      f"{', '.join(targets)} (no GPU run; numbers from the compiler)"))
+        everything[str(path)] = rows
+        ok = ok and all(r.get("status") == "compiled" for r in rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
+                                              indent=2, default=str))
+    return 0 if ok else 1
 
 
 def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any], ...]]:

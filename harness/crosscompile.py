@@ -20,7 +20,11 @@ This is a diagnostic: nothing is ranked on it, and a submission can forge what i
 report. What is captured is what the submission launches on the CPU: a file that picks other
 constexprs or options on a GPU (the bundled ones use fp32 dot operands under the interpreter and add
 AMD options only under ROCm) is compiled as it would launch there with `--set NAME=VALUE` (a
-constexpr) and `--option NAME=VALUE` (a launch option).
+constexpr) and `--option NAME=VALUE` (a launch option). Shapes matter too: the small CPU cases may
+not reach a file's long-sequence settings.
+
+Output: a table (`report_table`; `--markdown FILE` writes it as Markdown, `--json FILE` the rows).
+Exit code 0 when every kernel compiled for every target, 1 otherwise, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -62,19 +66,22 @@ class AmdLimits:
 
 SIMDS_PER_CU = 4
 # CDNA3 (gfx942, MI300X) and CDNA4 (gfx950, MI355X). Sources: the LDS sizes are the ones Triton's AMD
-# backend allocates shared memory against (160 KiB on CDNA4, 64 KiB before it); the register files,
-# the 8-register VGPR blocks and the 8-wave cap are AMD's CDNA3 / CDNA4 ISA guides' figures as LLVM's
-# AMDGPU backend uses them, and `amd_occupancy` reproduces the "; Occupancy:" line LLVM writes into
-# every kernel's assembly (tests/test_crosscompile.py compares the two).
+# backend allocates shared memory against (its target info: 160 KiB on CDNA4, 64 KiB before it); the
+# register file (512 VGPRs per lane, architectural and AGPRs together, in blocks of 8), the 800 SGPRs
+# and the 8-wave cap are LLVM AMDGPU's figures for gfx90a and later, the ones behind the
+# "; Occupancy:" line LLVM writes into every kernel's assembly. `amd_occupancy` reproduces that line
+# (tests/test_crosscompile.py compares the two) and adds the LDS limit, which LLVM cannot see: Triton
+# sizes a kernel's LDS at launch.
 AMD_LIMITS = {"gfx942": AmdLimits(lds_bytes=64 << 10), "gfx950": AmdLimits(lds_bytes=160 << 10)}
 # Shared memory one thread block may use (opt-in maximum): 227 KiB on compute capability 9.0 and
 # 10.0 (the CUDA C++ Programming Guide's table of technical specifications).
 NVIDIA_SHARED_BYTES = {90: 227 << 10, 100: 227 << 10}
 
-# Named messages for the usual traps (tests/amd_style/ has a file for each of the first three).
-FP8_OCP_ON_GFX942 = ("float8_e4m3fn on gfx942: MI300's fp8 is e4m3fnuz (torch.float8_e4m3fnuz, max 240), which "
-                     "the harness hands a submission there (harness/device.py fp8_dtype); OCP e4m3 is converted in "
-                     "software and tl.dot on it falls back to fp16 MFMA")
+# Named messages for the usual traps (tests/amd_style/ holds competition-style files that trigger the
+# fp8 and launch-option ones; tests/test_crosscompile.py checks each message where it is due).
+FP8_OCP_ON_GFX942 = ("float8_e4m3fn on gfx942: MI300 computes in e4m3fnuz (max 240), the type the harness passes "
+                     "there (harness/device.py); OCP e4m3 is converted in software and tl.dot on it falls back to "
+                     "fp16 MFMA")
 FNUZ_ON_GFX950 = ("float8_e4m3fnuz on gfx950: MI355X's fp8 is OCP e4m3fn; fnuz is converted in software and "
                   "tl.dot on it falls back to fp16 MFMA")
 AMD_OPTIONS_ON_NVIDIA = ("{names}: AMD-only launch option(s): Triton on NVIDIA rejects the launch (KeyError: "
@@ -84,9 +91,14 @@ NVIDIA_OPTIONS_ON_AMD = ("{names}: NVIDIA-only launch option(s): Triton on AMD r
 KPACK_ON_GFX950 = "kpack={value} is ignored on gfx950 (Triton resets it to 1 and warns)"
 LDS_BEYOND_TARGET = ("needs {need:.1f} KiB of {what}; {target} has {have:.0f} KiB per workgroup: the launch fails "
                      "(out of resource: shared memory)")
-SPILLS = "spills: {vgprs} VGPRs and {sgprs} SGPRs, {bytes} B of scratch per lane"
+SPILLS = "spills to scratch memory: {bytes} B per lane ({vgprs} VGPRs, {sgprs} SGPRs spilled)"
+SPILLS_IN_REGISTERS = ("spills {vgprs} VGPRs and {sgprs} SGPRs into other registers (AGPRs, VGPR lanes), "
+                       "no scratch memory")
 NVIDIA_LOCAL = "{bytes} B of local memory per thread (spills or local arrays)"
 NO_MATRIX = "no matrix instructions: vector math fallback"
+XF32_MFMA = ("fp32 tl.dot runs as xf32 MFMA here (TF32-class inputs, Triton's default where the target has it); "
+             "input_precision='ieee' keeps full fp32")
+NEED_PTXAS = "NVIDIA targets need the ptxas Triton's wheel ships (or TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH)"
 WAVES_NOT_MET = "waves_per_eu={asked} asked for, the registers allow {got}"
 
 
@@ -102,7 +114,8 @@ def parse_target(name: str) -> tuple[str, Any, int]:
     match = re.fullmatch(r"sm_?([0-9]{2,3})a?", name)
     if match:
         return "cuda", int(match.group(1)), 32
-    raise ValueError(f"unknown target {name!r}: use an AMD architecture (gfx950, gfx942) or an NVIDIA one (sm_90, sm_100)")
+    raise ValueError(f"unknown target {name!r}: use an AMD architecture (gfx950, gfx942) "
+                     "or an NVIDIA one (sm_90, sm_100)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,12 +155,15 @@ def amd_occupancy(arch: str, vgprs: int, sgprs: int, lds_bytes: int, num_warps: 
 
 _AMD_MATRIX = re.compile(r"\b(v_mfma\w*|v_smfmac\w*|v_wmma\w*|v_swmmac\w*)")
 _NVIDIA_MATRIX = re.compile(r"\b((?:mma\.sync|wgmma\.mma_async|tcgen05\.mma)[\w.:]*)")
+_PTX_NOISE = {"sync", "aligned", "row", "col"}  # qualifiers every matrix instruction of its kind carries
 
 
 def matrix_instructions(asm: str, vendor: str) -> list[str]:
-    """The distinct matrix instructions in a kernel's assembly (amdgcn) or PTX, sorted."""
-    pattern = _AMD_MATRIX if vendor == "hip" else _NVIDIA_MATRIX
-    return sorted(set(pattern.findall(asm)))
+    """The distinct matrix instructions in a kernel's assembly (amdgcn) or PTX, sorted (PTX ones
+    without the qualifiers they all carry: mma.m16n8k8.f32.tf32.tf32.f32)."""
+    if vendor == "hip":
+        return sorted(set(_AMD_MATRIX.findall(asm)))
+    return sorted({".".join(p for p in name.split(".") if p not in _PTX_NOISE) for name in _NVIDIA_MATRIX.findall(asm)})
 
 
 def uses_dot(ttir: str) -> bool:
@@ -204,6 +220,17 @@ def compile_error_line(exc: BaseException, first_line: Optional[int] = None) -> 
 # The parent: start the sandboxed capture process, read its report strictly.
 # ---------------------------------------------------------------------------------------------
 _INT = (int, type(None))
+# One report row: a kernel specialization on one target.
+#   kernel, target; status (STATUSES), error (the compiler's one line, or a named message);
+#   launches (calls seen on the CPU; 0 for an autotuning configuration that was only recorded), cases;
+#   signature (argument types), constexprs, options (launch options), overrides (--set / --option
+#   applied), compile_args (exactly what went to triton.compile: signature, constexprs and attrs by
+#   argument index, options);
+#   vgpr (AMD: .vgpr_count, architectural VGPRs and AGPRs together; NVIDIA: registers per thread),
+#   agpr, sgpr, spill_vgpr, spill_sgpr, scratch_bytes (per lane / thread), lds_bytes (LDS / shared
+#   memory per workgroup), occupancy (waves per SIMD) and occupancy_limit (what limits it),
+#   compiler_occupancy (LLVM's own figure, registers only), num_warps;
+#   matrix (matrix instructions in the assembly), uses_dot (the kernel has a tl.dot), notes.
 ROW_FIELDS: dict[str, Any] = {
     "kernel": str, "target": str, "status": str, "error": (str, type(None)), "launches": int, "cases": list,
     "signature": dict, "constexprs": dict, "options": dict, "overrides": list, "compile_args": dict,
@@ -217,11 +244,13 @@ STATUSES = ("compiled", "failed", "won't launch", "skipped")
 def cross_compile_report(submission: Path, targets: list[str], task: Path, sandbox: str = "auto", *,
                          cases: Optional[int] = None, constexprs: Sequence[str] = (), options: Sequence[str] = (),
                          private: Sequence[Path] = (), timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
-    """One row per (captured kernel specialization, target): see ROW_FIELDS and `report_table`.
+    """One row per (captured kernel specialization, target): see ROW_FIELDS and `report_table`; each
+    row also says whether the submission ran "sandboxed". `cases`: only the first N small test cases.
     `constexprs` / `options`: "NAME=VALUE" overrides applied to every captured launch before
-    compiling. Raises CrossCompileError (one line) when no report can be made, SandboxUnavailable
-    for sandbox="require" where there is no sandbox, ValueError for a bad target or override."""
-    from harness.launch import _limits, bwrap_command, child_env, find_bwrap, use_sandbox
+    compiling. `private`: paths the sandbox hides (the results database, the logs). Raises
+    CrossCompileError (one line) when no report can be made, SandboxUnavailable for
+    sandbox="require" where there is no sandbox, ValueError for a bad target or override."""
+    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox
 
     submission, task = Path(submission).resolve(), Path(task).resolve()
     for name in targets:
@@ -246,20 +275,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
         else:
             command = child
             env.update(HOME=scratch, TRITON_CACHE_DIR=str(Path(scratch) / "triton-cache"))
-        out_path, err_path = Path(outside) / "report.json", Path(outside) / "stderr.txt"
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=scratch,
-                                    start_new_session=True, preexec_fn=_limits)
-            try:
-                code = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
-        with open(out_path, "rb") as f:
-            raw = f.read(REPORT_LIMIT + 1)
-        with open(err_path, "rb") as f:
-            f.seek(max(0, err_path.stat().st_size - 8192))
-            err_tail = f.read().decode("utf-8", "replace")
+        code, raw, err_tail = _run(command, env, Path(scratch), Path(outside), timeout)
     if len(raw) > REPORT_LIMIT:
         raise CrossCompileError(f"the report is larger than {REPORT_LIMIT} bytes")
     if code != 0 and not raw.strip():
@@ -275,14 +291,33 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     return rows
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _run(command: list[str], env: dict, scratch: Path, outside: Path, timeout: float) -> tuple[int, bytes, str]:
+    """Run the capture process with its stdout and stderr in files of `outside` (a folder the sandbox
+    cannot see), each capped by the worker's file-size limit; (exit code, at most REPORT_LIMIT + 1
+    bytes of stdout, the end of stderr). Past `timeout` its whole process group is killed."""
     import signal
 
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
+    from harness.launch import _limits
+
+    out_path, err_path = outside / "report.json", outside / "stderr.txt"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=scratch,
+                                start_new_session=True, preexec_fn=_limits)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+            proc.wait()
+            raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
+    with open(out_path, "rb") as f:
+        raw = f.read(REPORT_LIMIT + 1)
+    with open(err_path, "rb") as f:
+        f.seek(max(0, err_path.stat().st_size - 8192))
+        err_tail = f.read().decode("utf-8", "replace")
+    return code, raw, err_tail
 
 
 def read_report(raw: bytes) -> tuple[list[dict], Optional[str]]:
@@ -345,20 +380,20 @@ def _value_text(value: Any) -> str:
 
 def specialization_labels(rows: Sequence[dict]) -> list[str]:
     """A short name per row: the kernel, the constexprs that differ between its specializations in
-    this report, num_warps / num_stages and any other launch option."""
+    this report, and its launch options (num_warps as warps=, ...); values set by an override are
+    left out (they are the same on every row: the title names them)."""
     varying: dict[str, set] = {}
     for row in rows:
         for name, value in row["constexprs"].items():
             varying.setdefault(f"{row['kernel']}.{name}", set()).add(json.dumps(value, sort_keys=True))
     labels = []
     for row in rows:
+        overridden = {text.split("=", 1)[0] for text in row["overrides"]}
         parts = [f"{name}={_value_text(value)}" for name, value in row["constexprs"].items()
-                 if len(varying[f"{row['kernel']}.{name}"]) > 1 or name in {o.split("=")[0] for o in row["overrides"]}]
-        opts = dict(row["options"])
-        short = [f"w{opts.pop('num_warps')}" if "num_warps" in opts else "", f"s{opts.pop('num_stages')}"
-                 if "num_stages" in opts else ""]
-        parts += [p for p in short if p] + [f"{k}={_value_text(v)}" for k, v in opts.items()]
-        labels.append(row["kernel"] + (" " + " ".join(parts) if parts else ""))
+                 if len(varying[f"{row['kernel']}.{name}"]) > 1 and name not in overridden]
+        parts += [f"{name.removeprefix('num_')}={_value_text(value)}" for name, value in row["options"].items()
+                  if name not in overridden]
+        labels.append(" ".join([row["kernel"], *parts]))
     return labels
 
 
@@ -366,32 +401,46 @@ def _kib(n: Optional[int]) -> str:
     return "-" if n is None else "0" if n == 0 else f"{n / 1024:.1f} KiB"
 
 
-def report_table(rows: Sequence[dict], title: str = "cross-compile report"):
-    """The report as a rich Table: one line per kernel specialization and target."""
-    from rich.markup import escape
-    from rich.table import Table
+COLUMNS = ("kernel", "target", "status", "VGPR (AGPR)", "SGPR", "spills", "LDS", "waves/SIMD",
+           "matrix instructions", "notes")
 
-    table = Table(title=title, title_justify="left")
-    for name, justify in (("kernel", "left"), ("target", "left"), ("status", "left"), ("VGPR (AGPR)", "right"),
-                          ("SGPR", "right"), ("spill", "right"), ("LDS", "right"), ("waves/SIMD", "right"),
-                          ("matrix instructions", "left"), ("notes", "left")):
-        table.add_column(name, justify=justify, no_wrap=name not in ("notes", "kernel"), overflow="fold")
-    colour = {"compiled": "green", "failed": "red", "won't launch": "red", "skipped": "yellow"}
+
+def _table_cells(rows: Sequence[dict]) -> list[list[str]]:
+    """One list of COLUMNS texts per row."""
+    out = []
     for label, row in zip(specialization_labels(rows), rows):
         vgpr = "-" if row["vgpr"] is None else f"{row['vgpr']}" + (f" ({row['agpr']})" if row["agpr"] else "")
-        spill = "-" if row["status"] not in ("compiled", "won't launch") else (
-            "0" if not (row["spill_vgpr"] or row["spill_sgpr"] or row["scratch_bytes"])
-            else f"{(row['spill_vgpr'] or 0) + (row['spill_sgpr'] or 0)} reg, {row['scratch_bytes'] or 0} B")
+        spill = ("-" if row["status"] not in ("compiled", "won't launch") else f"{row['scratch_bytes']} B"
+                 if row["scratch_bytes"] else "in regs" if row["spill_vgpr"] or row["spill_sgpr"] else "0")
         waves = "-" if row["occupancy"] is None else f"{row['occupancy']} ({row['occupancy_limit']})"
-        if not row["uses_dot"]:
-            matrix = "-" if row["status"] == "compiled" or not row["matrix"] else ", ".join(row["matrix"])
-        else:
-            matrix = ", ".join(row["matrix"]) or "none"
-        notes = ([row["error"]] if row["error"] else []) + row["notes"]
-        table.add_row(escape(label), row["target"], f"[{colour[row['status']]}]{row['status']}[/]", vgpr,
-                      "-" if row["sgpr"] is None else str(row["sgpr"]), spill, _kib(row["lds_bytes"]), waves,
-                      escape(matrix), escape("; ".join(notes)))
+        matrix = ", ".join(row["matrix"]) or ("none" if row["uses_dot"] else "-")
+        notes = "; ".join(([row["error"]] if row["error"] else []) + row["notes"])
+        out.append([label, row["target"], row["status"], vgpr, "-" if row["sgpr"] is None else str(row["sgpr"]),
+                    spill, _kib(row["lds_bytes"]), waves, matrix, notes])
+    return out
+
+
+def report_table(rows: Sequence[dict], title: str = "cross-compile report"):
+    """The report as a rich Table: one line per kernel specialization and target."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, title_justify="left")
+    for name in COLUMNS:
+        table.add_column(name, justify="left" if name in ("kernel", "target", "status", "matrix instructions", "notes")
+                         else "right", no_wrap=name not in ("notes", "kernel"), overflow="fold")
+    colour = {"compiled": "green", "failed": "red", "won't launch": "red", "skipped": "yellow"}
+    for cells in _table_cells(rows):
+        cells[2] = Text(cells[2], style=colour[cells[2]])
+        table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
     return table
+
+
+def report_markdown(rows: Sequence[dict]) -> str:
+    """The same columns as `report_table`, as a Markdown table (for BENCHMARKS.md and reviews)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |" for cells in _table_cells(rows)]
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,25 +509,33 @@ def _argument(value: Any) -> tuple[Any, Any]:
 
 
 class Recorder:
-    """Replaces the interpreter's launch entry point; keeps one record per distinct specialization."""
+    """Replaces the interpreter's launch entry point; keeps one record per distinct specialization.
+    An autotuned kernel's configurations are all recorded (as warm-up launches, which the
+    interpreter does not run) instead of timed, which needs a GPU; the first one then runs."""
 
     def __init__(self):
         self.launches: dict[str, dict] = {}
         self.case = ""
 
     def install(self) -> None:
+        from triton.runtime.autotuner import Autotuner
         from triton.runtime.interpreter import InterpretedFunction
 
         original = InterpretedFunction.run
         recorder = self
 
         def run(self, *args, grid, warmup, **kwargs):
-            recorder.record(self.fn, args, kwargs)
+            recorder.record(self.fn, args, kwargs, launched=not warmup)
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
-        InterpretedFunction.run = run
+        def bench(self, *args, config, **meta):
+            self.fn.run(*args, **{**meta, "warmup": True}, **config.all_kwargs())
+            return [float(self.configs.index(config))]  # "fastest" = the first configuration
 
-    def record(self, fn: Any, args: tuple, kwargs: dict) -> None:
+        InterpretedFunction.run = run
+        Autotuner._bench = bench
+
+    def record(self, fn: Any, args: tuple, kwargs: dict, launched: bool = True) -> None:
         from triton.runtime.jit import _normalize_ty
 
         params = list(inspect.signature(fn).parameters)
@@ -497,7 +554,7 @@ class Recorder:
         ident = json.dumps([fn.__module__, fn.__qualname__, key, options], sort_keys=True, default=str)
         entry = self.launches.setdefault(ident, {"module": fn.__module__, "kernel": fn.__qualname__,
                                                  "args": described, "options": options, "launches": 0, "cases": []})
-        entry["launches"] += 1
+        entry["launches"] += launched
         if self.case and self.case not in entry["cases"]:
             entry["cases"].append(self.case)
 
@@ -536,9 +593,12 @@ def _child_main(args: argparse.Namespace) -> int:
     report = _claim_stdout()
     launches, problem = _capture(args.submission, args.task, args.cases)
     rows: list[dict] = []
+    try:
+        launches = apply_overrides(launches, args.set, args.option)
+    except ValueError as exc:
+        launches, problem = [], str(exc)
     if launches:
-        payload = {"submission": args.submission, "launches": launches, "targets": args.target or list(DEFAULT_TARGETS),
-                   "constexprs": args.set, "options": args.option}
+        payload = {"submission": args.submission, "launches": launches, "targets": args.target or list(DEFAULT_TARGETS)}
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         stage = subprocess.Popen([sys.executable, "-m", "harness.crosscompile", "--compile-stage"], env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -550,16 +610,16 @@ def _child_main(args: argparse.Namespace) -> int:
             except ValueError:
                 continue
             if isinstance(item, dict) and isinstance(item.get("problem"), str):
-                problem = item["problem"]  # a bad override, say: the stage stopped before compiling
+                problem = item["problem"]  # the stage stopped before compiling
             elif isinstance(item, dict):
                 rows.append(item)
         code = stage.wait()
         done = {(row.get("index"), row.get("target")) for row in rows}
+        lost = f"the compile process ended with code {code} before finishing this kernel"
         for index, launch in enumerate(launches):  # what a crashed compiler process never reported
             for target in payload["targets"]:
                 if (index, target) not in done and code != 0:
-                    rows.append(_row(launch, target, status="failed", error=f"the compile process ended with "
-                                                                            f"code {code} before finishing this kernel"))
+                    rows.append(_row(launch, target, status="failed", error=lost))
     report.write(json.dumps({"rows": rows, "problem": problem}))
     report.close()
     return 0
@@ -776,12 +836,16 @@ def _amd_numbers(row: dict, kernel: Any, arch: str, options: Any, types: Iterabl
     row["matrix"] = matrix_instructions(asm, "hip")
     if any("scale" in name for name in row["matrix"]):
         row["notes"].append("scaled MFMA (fp8/fp4 with block scales)")
+    if any(name.endswith("xf32") for name in row["matrix"]):
+        row["notes"].append(XF32_MFMA)
     if row["vgpr"] is not None and row["sgpr"] is not None:
         row["occupancy"], row["occupancy_limit"] = amd_occupancy(arch, row["vgpr"], row["sgpr"], row["lds_bytes"],
                                                                  options.num_warps)
-    if row["spill_vgpr"] or row["spill_sgpr"] or row["scratch_bytes"]:
-        row["notes"].append(SPILLS.format(vgprs=row["spill_vgpr"] or 0, sgprs=row["spill_sgpr"] or 0,
-                                          bytes=row["scratch_bytes"] or 0))
+    spilled = dict(vgprs=row["spill_vgpr"] or 0, sgprs=row["spill_sgpr"] or 0, bytes=row["scratch_bytes"] or 0)
+    if spilled["bytes"]:
+        row["notes"].append(SPILLS.format(**spilled))
+    elif spilled["vgprs"] or spilled["sgprs"]:
+        row["notes"].append(SPILLS_IN_REGISTERS.format(**spilled))
     row["notes"] += fp8_traps(arch, types, kernel.asm.get("ttir", ""))
     if arch == "gfx950" and row["options"].get("kpack", 1) != 1:
         row["notes"].append(KPACK_ON_GFX950.format(value=row["options"]["kpack"]))
@@ -825,25 +889,21 @@ def _ptxas_problem(capability: int) -> Optional[str]:
 
         path = get_ptxas(capability).path
     except Exception as exc:
-        return f"ptxas not found ({str(exc)[:100]}): NVIDIA targets need the one Triton's wheel ships or TRITON_PTXAS_PATH"
-    return None if path and os.path.exists(path) else "ptxas not found: NVIDIA targets need the one Triton's wheel ships"
+        return f"ptxas not found ({str(exc)[:100]}): {NEED_PTXAS}"
+    return None if path and os.path.exists(path) else f"ptxas not found: {NEED_PTXAS}"
 
 
 def _compile_stage_main() -> int:
-    """The compile process: reads {submission, launches, targets, constexprs, options} on stdin and
-    writes one JSON row per (launch, target) on stdout as each is done."""
+    """The compile process: reads {submission, launches, targets} on stdin and writes one JSON row
+    per (launch, target) on stdout as each is done."""
     payload = json.loads(sys.stdin.read())
+    launches = payload["launches"]
     report = _claim_stdout()
 
     def emit(item: dict) -> None:
         report.write(json.dumps(item) + "\n")
         report.flush()
 
-    try:
-        launches = apply_overrides(payload["launches"], payload["constexprs"], payload["options"])
-    except ValueError as exc:
-        emit({"problem": str(exc)})
-        return 0
     from harness import compat
     from harness.channel import one_line
     from harness.worker.loop import load_module
@@ -894,6 +954,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--sandbox", choices=("auto", "require", "off"), default="auto")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--json", help="write the report's rows to this file")
+    parser.add_argument("--markdown", help="write the table to this file as Markdown")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compile-stage", action="store_true", help=argparse.SUPPRESS)
     if argv is None and "--compile-stage" in sys.argv[1:]:  # its input comes on stdin
@@ -906,27 +967,30 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from harness.launch import SandboxUnavailable
 
-    err = Console(stderr=True, highlight=False)
     targets = args.target or list(DEFAULT_TARGETS)
     try:
         rows = cross_compile_report(Path(args.submission), targets, Path(args.task), args.sandbox, cases=args.cases,
                                     constexprs=args.set, options=args.option, timeout=args.timeout)
     except (ValueError, SandboxUnavailable) as exc:
-        err.print(f"error: {exc}", markup=False)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except CrossCompileError as exc:
-        err.print(f"{Path(args.submission).name}: {exc}", markup=False)
+        print(f"{Path(args.submission).name}: {exc}", file=sys.stderr)
         return 1
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(report_markdown(rows))
     console = Console(highlight=False, width=None if Console().is_terminal else 200)
     if not rows:
         console.print(f"{Path(args.submission).name} launched no Triton kernel on the CPU: nothing to compile.")
         return 0
     if not rows[0]["sandboxed"]:
-        err.print("warning: the submission ran without the OS sandbox", markup=False)
-    console.print(report_table(rows, title=f"{Path(args.submission).name}: Triton kernels compiled offline "
-                                           f"(captured on the CPU under Triton's interpreter)"))
+        print("warning: the submission ran without the OS sandbox", file=sys.stderr)
+    overrides = ", ".join([*args.set, *args.option])
+    console.print(report_table(rows, title=f"{Path(args.submission).name}: Triton kernels captured on the CPU "
+                                           "(Triton's interpreter), compiled offline"
+                                           + (f" with {overrides}" if overrides else "")))
     return 0 if all(row["status"] == "compiled" for row in rows) else 1
 
 

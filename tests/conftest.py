@@ -13,11 +13,18 @@ from harness.problem import load_problem  # noqa: E402
 from harness.spec import Timeouts, Timing  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes over ~20 s on a 2-core CPU machine (deselect with -m 'not slow')")
+
+
 def cli(tmp_path: Path, *args: str) -> int:
-    """eval.py's main, with this test's own database and log folder and no progress bars."""
+    """eval.py's main, with this test's own database and log folder, no progress bars, and on the
+    CPU (these tests assert what a CPU run prints; on a GPU machine they would otherwise run on the
+    GPU; GPU behaviour is checked by the device scripts in tools/)."""
     from harness.cli import main
 
-    return main(["--no-progress", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"), *args])
+    return main(["--no-progress", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"),
+                 *args])
 
 
 def log_of(folder: Path, stem: str) -> str:

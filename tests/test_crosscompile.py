@@ -1,0 +1,354 @@
+"""The cross-compile report (harness/crosscompile.py): Triton kernels captured on the CPU, compiled
+offline for AMD targets, with the compiler's own numbers and named messages for the usual traps."""
+
+import json
+import re
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from harness.crosscompile import (AMD_OPTIONS_ON_NVIDIA, FP8_OCP_ON_GFX942, KPACK_ON_GFX950, NO_MATRIX, XF32_MFMA,
+                                  CrossCompileError, amd_occupancy, cross_compile_report, main, matrix_instructions,
+                                  parse_amdgcn, parse_target, read_report, report_markdown, report_table)
+
+TASK = ROOT / "task.yml"
+AMD_STYLE = ROOT / "tests" / "amd_style"
+# What triton_bf16.py launches on a ROCm GPU (its AMD plan): bf16 dot operands, not the fp32 ones it
+# uses under the CPU interpreter, and the AMD launch option it adds there.
+BF16_ON_ROCM = dict(constexprs=["DOT_DTYPE=bf16"], options=["matrix_instr_nonkdim=16"])
+
+
+@pytest.fixture(scope="module")
+def bf16_rows():
+    return cross_compile_report(ROOT / "submissions" / "triton_bf16.py", ["gfx950", "gfx942"], TASK, cases=1,
+                                **BF16_ON_ROCM)
+
+
+def _compile_independently(row: dict, monkeypatch, tmp_path):
+    """triton.compile, called here on the row's own compile arguments, with triton_bf16.py's kernel
+    loaded in this process (without the interpreter)."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from harness.worker.loop import load_module
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    module = load_module(ROOT / "submissions" / "triton_bf16.py", "crosscompile_check_bf16")
+    args = row["compile_args"]
+
+    def key(text):
+        return tuple(int(part) for part in text.split(","))
+
+    constexprs = {key(k): tl.dtype(v["dtype"]) if isinstance(v, dict) else v for k, v in args["constexprs"].items()}
+    attrs = {key(k): v for k, v in args["attrs"].items()}
+    source = ASTSource(getattr(module, row["kernel"]), args["signature"], constexprs, attrs)
+    return triton.compile(source, target=GPUTarget("hip", row["target"], 64), options=args["options"])
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION")
+def test_bf16_compiles_for_both_amd_targets_without_spills_on_mfma(bf16_rows, monkeypatch, tmp_path):
+    """triton_bf16.py as it launches on ROCm: both kernels compile for gfx950 and gfx942 with no
+    spills; the decode kernel uses bf16 MFMA; its VGPR / AGPR / SGPR counts and LDS bytes are the
+    compiler's own (compiled again here from the same arguments), and the occupancy the report
+    derives from them is the one LLVM writes into the assembly. The parent never imported the file."""
+    assert {(r["kernel"], r["target"]) for r in bf16_rows} == {
+        (k, t) for k in ("_mla_decode_kernel", "_combine_splits_kernel") for t in ("gfx950", "gfx942")}
+    for row in bf16_rows:
+        assert row["status"] == "compiled", row
+        assert (row["spill_vgpr"], row["spill_sgpr"], row["scratch_bytes"]) == (0, 0, 0), row
+        assert row["sandboxed"] == (_sandbox_problem() is None)
+    for row in (r for r in bf16_rows if r["kernel"] == "_mla_decode_kernel"):
+        assert row["matrix"] and all(re.fullmatch(r"v_mfma_f32_\w+_bf16", name) for name in row["matrix"]), row
+        assert row["constexprs"]["DOT_DTYPE"] == {"dtype": "bf16"} and row["options"]["matrix_instr_nonkdim"] == 16
+        kernel = _compile_independently(row, monkeypatch, tmp_path)
+        own = parse_amdgcn(kernel.asm["amdgcn"])
+        assert (row["vgpr"], row["agpr"], row["sgpr"]) == (own["vgpr"], own["agpr"], own["sgpr"])
+        assert row["lds_bytes"] == kernel.metadata.shared > 0
+        assert row["occupancy_limit"] != "LDS"
+        assert row["occupancy"] == row["compiler_occupancy"] == own["compiler_occupancy"]
+    assert not any(getattr(m, "__file__", None) == str(ROOT / "submissions" / "triton_bf16.py")
+                   for name, m in sys.modules.items() if name != "crosscompile_check_bf16")
+
+
+def _sandbox_problem():
+    from harness.launch import sandbox_problem
+
+    return sandbox_problem()
+
+
+@pytest.mark.slow
+def test_amd_launch_options_are_named_for_nvidia_and_kpack_on_gfx950():
+    """tests/amd_style/launch_options.py (waves_per_eu, matrix_instr_nonkdim, kpack on every launch):
+    compiles for both AMD targets at the 2 waves per SIMD it asks for; gfx950 says kpack is ignored;
+    gfx942 says its fp32 dots run as xf32; sm_90 fails with the named message listing the three
+    options, in one line."""
+    rows = cross_compile_report(AMD_STYLE / "launch_options.py", ["gfx950", "gfx942", "sm_90"], TASK, cases=1)
+    by_target = {row["target"]: row for row in rows}
+    assert len(rows) == 3
+    for target in ("gfx950", "gfx942"):
+        row = by_target[target]
+        assert row["status"] == "compiled" and row["matrix"] and row["occupancy"] == 2, row
+    assert KPACK_ON_GFX950.format(value=2) in by_target["gfx950"]["notes"]
+    assert not any("kpack" in note for note in by_target["gfx942"]["notes"])
+    assert by_target["gfx942"]["matrix"] == ["v_mfma_f32_16x16x8_xf32"] and XF32_MFMA in by_target["gfx942"]["notes"]
+    nvidia = by_target["sm_90"]
+    assert nvidia["status"] == "failed"
+    assert nvidia["error"] == AMD_OPTIONS_ON_NVIDIA.format(names="kpack, matrix_instr_nonkdim, waves_per_eu")
+
+
+@pytest.mark.slow
+def test_float8_e4m3fn_is_named_on_gfx942_only():
+    """tests/amd_style/fp8_e4m3fn.py (OCP fp8 KV loads): compiles for both; only gfx942 (whose fp8 is
+    e4m3fnuz) gets the named message."""
+    rows = cross_compile_report(AMD_STYLE / "fp8_e4m3fn.py", ["gfx950", "gfx942"], TASK, cases=1)
+    by_target = {row["target"]: row for row in rows}
+    assert all(row["status"] == "compiled" for row in rows), rows
+    assert by_target["gfx942"]["signature"]["kv_ptr"] == "*fp8e4nv"
+    assert FP8_OCP_ON_GFX942 in by_target["gfx942"]["notes"]
+    assert not any("e4m3" in note for note in by_target["gfx950"]["notes"])
+
+
+BROKEN = '''
+import torch
+import triton
+import triton.language as tl
+
+print("printed by the submission at import")
+
+
+@triton.jit
+def _copy_first_rows(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    for i in range(0, 4):
+        if i == 2:
+            break  # the interpreter runs this; Triton's compiler has no break
+        tl.store(y_ptr + i * N + offs, tl.load(x_ptr + i * N + offs))
+
+
+@triton.jit
+def _transpose_tile(x_ptr, y_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    r = tl.arange(0, ROWS)
+    c = tl.arange(0, COLS)
+    tile = tl.load(x_ptr + r[:, None] * COLS + c[None, :])
+    tl.store(y_ptr + c[:, None] * ROWS + r[None, :], tl.trans(tile))
+
+
+@triton.jit
+def _int8_product(a_ptr, b_ptr, c_ptr, N: tl.constexpr):
+    o = tl.arange(0, N)
+    a = tl.load(a_ptr + o[:, None] * N + o[None, :])
+    b = tl.load(b_ptr + o[:, None] * N + o[None, :])
+    tl.store(c_ptr + o[:, None] * N + o[None, :], tl.dot(a, b))
+
+
+def custom_kernel(data):
+    print("printed by the submission in a call")
+    x, y = torch.ones(4, 16), torch.zeros(4, 16)
+    _copy_first_rows[(1,)](x, y, N=16)
+    tile = torch.randn(128, 256)
+    _transpose_tile[(1,)](tile, torch.empty(256, 128), ROWS=128, COLS=256)
+    small = torch.ones(16, 16, dtype=torch.int8)
+    _int8_product[(1,)](small, small, torch.empty(16, 16, dtype=torch.int32), N=16)
+    return torch.zeros(data[0].shape[0], 16, 512, dtype=torch.bfloat16)
+'''
+
+
+@pytest.mark.slow
+def test_a_broken_kernel_gives_one_line_and_lds_and_vector_fallbacks_are_named(tmp_path, capsys):
+    """Through the command line: a kernel the interpreter runs but the compiler rejects fails with
+    one line naming its source line, not a traceback; a 128 KiB transpose tile fits gfx950's LDS but
+    not gfx942's, which says the launch would fail; a 16x16 int8 tl.dot compiles to no matrix
+    instruction, which is named; what the submission prints does not disturb the report; the exit
+    code is 1 (not everything compiled) and --json holds the rows."""
+    submission = tmp_path / "broken.py"
+    submission.write_text(textwrap.dedent(BROKEN))
+    out = tmp_path / "report.json"
+    code = main(["--submission", str(submission), "--task", str(TASK), "--cases", "1", "--target", "gfx950",
+                 "--target", "gfx942", "--json", str(out)])
+    assert code == 1
+    rows = {(row["kernel"], row["target"]): row for row in json.loads(out.read_text())}
+    for target in ("gfx950", "gfx942"):
+        broken = rows["_copy_first_rows", target]
+        assert broken["status"] == "failed"
+        line = next(i for i, text in enumerate(BROKEN.splitlines()) if text.strip().startswith("break"))
+        assert broken["error"] == f"UnsupportedLanguageConstruct at line {line + 1}: unsupported AST node type: Break"
+    assert rows["_transpose_tile", "gfx950"]["status"] == "compiled"
+    narrow = rows["_transpose_tile", "gfx942"]
+    assert narrow["status"] == "won't launch" and narrow["lds_bytes"] == 128 << 10
+    assert "needs 128.0 KiB of LDS; gfx942 has 64 KiB per workgroup" in " ".join(narrow["notes"])
+    for target in ("gfx950", "gfx942"):
+        fallback = rows["_int8_product", target]
+        assert fallback["status"] == "compiled" and fallback["uses_dot"] and fallback["matrix"] == []
+        assert NO_MATRIX in fallback["notes"]
+    printed = capsys.readouterr().out
+    assert "won't launch" in printed and "Traceback" not in printed and "printed by the submission" not in printed
+
+
+def test_a_submission_without_triton_kernels_gives_no_rows():
+    assert cross_compile_report(ROOT / "submissions" / "torch_loop.py", ["gfx950"], TASK, cases=1) == []
+
+
+def test_a_run_past_its_time_is_stopped(tmp_path):
+    submission = tmp_path / "sleeps.py"
+    submission.write_text("import time\ntime.sleep(120)\n\ndef custom_kernel(data):\n    return None\n")
+    with pytest.raises(CrossCompileError, match="took over 2 s and was stopped"):
+        cross_compile_report(submission, ["gfx950"], TASK, timeout=2)
+
+
+def test_bad_targets_and_overrides_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="unknown target 'mi300'"):
+        cross_compile_report(ROOT / "submissions" / "triton_bf16.py", ["mi300"], TASK)
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        cross_compile_report(ROOT / "submissions" / "triton_bf16.py", ["gfx950"], TASK, constexprs=["DOT_DTYPE"])
+    assert parse_target("gfx950") == ("hip", "gfx950", 64) and parse_target("sm_100") == ("cuda", 100, 32)
+
+
+AMDGCN = """
+; Kernel info:
+; TotalNumSgprs: 82
+; NumVgprs: 254
+; NumAgprs: 104
+; TotalNumVgprs: 360
+; ScratchSize: 0
+; Occupancy: 1
+amdhsa.kernels:
+  - .agpr_count:     104
+    .private_segment_fixed_size: 0
+    .sgpr_count:     82
+    .sgpr_spill_count: 0
+    .vgpr_count:     360
+    .vgpr_spill_count: 0
+"""
+
+
+def test_register_counts_and_occupancy_from_the_assembly():
+    assert parse_amdgcn(AMDGCN) == {"vgpr": 360, "agpr": 104, "sgpr": 82, "spill_vgpr": 0, "spill_sgpr": 0,
+                                    "scratch_bytes": 0, "compiler_occupancy": 1}
+    assert amd_occupancy("gfx950", 360, 82, 40 << 10, 4) == (1, "VGPR")
+    assert amd_occupancy("gfx942", 20, 20, 0, 4) == (8, "max")
+    assert amd_occupancy("gfx942", 104, 20, 0, 4) == (4, "VGPR")        # 512 // 104
+    assert amd_occupancy("gfx942", 24, 20, 32 << 10, 4) == (2, "LDS")   # two workgroups of 4 waves per CU
+    assert amd_occupancy("gfx942", 24, 20, 96 << 10, 4) == (0, "LDS")
+    assert amd_occupancy("gfx950", 24, 20, 96 << 10, 8) == (2, "LDS")
+    assert amd_occupancy("gfx950", 24, 120, 0, 4) == (6, "SGPR")
+    assert amd_occupancy("gfx90a", 24, 20, 0, 4) == (None, "")
+    assert matrix_instructions("v_mfma_f32_16x16x32_bf16 v[0:3]\n v_mfma_scale_f32_16x16x128_f8f6f4 a", "hip") == [
+        "v_mfma_f32_16x16x32_bf16", "v_mfma_scale_f32_16x16x128_f8f6f4"]
+    assert matrix_instructions("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {", "cuda") == [
+        "wgmma.mma_async.m64n128k16.f32.bf16.bf16"]
+
+
+def _row(**fields):
+    row = {"kernel": "k", "target": "gfx950", "status": "compiled", "error": None, "launches": 1, "cases": ["2×64"],
+           "signature": {"x": "*fp32"}, "constexprs": {"N": 16}, "options": {"num_warps": 4}, "overrides": [],
+           "compile_args": {}, "vgpr": 20, "agpr": 0, "sgpr": 20, "spill_vgpr": 0, "spill_sgpr": 0,
+           "scratch_bytes": 0, "lds_bytes": 0, "occupancy": 8, "occupancy_limit": "max", "compiler_occupancy": 8,
+           "num_warps": 4, "matrix": [], "uses_dot": False, "notes": []}
+    row.update(fields)
+    return row
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"not json", "not valid JSON"),
+    (b"[1, 2]", "not an object with a list of rows"),
+    (json.dumps({"rows": [_row(vgpr="20")]}).encode(), "row 0: vgpr is str"),
+    (json.dumps({"rows": [_row(vgpr=True)]}).encode(), "row 0: vgpr is bool"),
+    (json.dumps({"rows": [_row(status="fast")]}).encode(), "unknown status"),
+    (json.dumps({"rows": [_row(notes=[3])]}).encode(), "notes holds a non-string"),
+    (json.dumps({"rows": [_row()], "problem": 7}).encode(), "problem is not a string"),
+])
+def test_the_parent_reads_the_report_strictly(raw, message):
+    with pytest.raises(CrossCompileError, match=message):
+        read_report(raw)
+
+
+def test_long_strings_are_cut_and_the_table_renders():
+    from rich.console import Console
+
+    rows, problem = read_report(json.dumps({"rows": [_row(notes=["x" * 5000], extra="dropped")]}).encode())
+    assert problem is None and len(rows[0]["notes"][0]) == 600 and "extra" not in rows[0]
+    console = Console(record=True, width=200)
+    console.print(report_table(rows))
+    assert "compiled" in console.export_text()
+    markdown = report_markdown([_row(kernel="a|b")]).splitlines()
+    assert markdown[0].startswith("| kernel | target | status |") and len(markdown) == 3
+    assert markdown[2].startswith("| a\\|b warps=4 | gfx950 | compiled | 20 | 20 | 0 | 0 | 8 (max) | - |")
+
+
+AUTOTUNED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def custom_kernel(data):
+    x, y = torch.ones(100), torch.empty(100)
+    _double[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, y, 100)
+    return torch.zeros(data[0].shape[0], 16, 512, dtype=torch.bfloat16)
+'''
+
+
+@pytest.mark.slow
+def test_every_autotuning_configuration_is_compiled(tmp_path):
+    """Autotuning times configurations on a GPU; on the CPU every configuration is recorded instead
+    (without running it) and the first one runs: the report compiles both."""
+    submission = tmp_path / "autotuned.py"
+    submission.write_text(AUTOTUNED)
+    rows = cross_compile_report(submission, ["gfx942"], TASK, cases=1)
+    seen = {(row["constexprs"]["BLOCK"], row["options"]["num_warps"], row["launches"]) for row in rows}
+    assert seen == {(16, 2, 1), (64, 4, 0)} and all(row["status"] == "compiled" for row in rows)
+
+
+@pytest.mark.slow
+def test_a_compile_process_that_dies_is_reported_per_kernel(tmp_path):
+    """A submission that ends the process when imported without the interpreter (as the compile
+    process imports it): every captured kernel is reported failed with the exit code, in one line."""
+    submission = tmp_path / "dies.py"
+    submission.write_text(AUTOTUNED.replace("import torch\n", "import os\nimport torch\n\n"
+                                            "if not os.environ.get('TRITON_INTERPRET'):\n    os._exit(3)\n", 1))
+    rows = cross_compile_report(submission, ["gfx950"], TASK, cases=1)
+    assert len(rows) == 2
+    assert all(row["status"] == "failed" and row["error"] == "the compile process ended with code 3 before "
+               "finishing this kernel" for row in rows)
+
+
+def test_a_missing_ptxas_is_said_in_one_line(monkeypatch):
+    """Triton's wheel ships ptxas; where it cannot be found, NVIDIA targets are skipped with one line."""
+    import triton.knobs
+
+    from harness.crosscompile import _ptxas_problem
+
+    monkeypatch.setattr(triton.knobs.NvidiaTool, "from_path", staticmethod(lambda path: None))
+    assert re.fullmatch(r"ptxas not found \(Cannot find ptxas[\w-]*\): NVIDIA targets need .*", _ptxas_problem(90))
+
+
+@pytest.mark.slow
+def test_eval_mode_compile_prints_and_exports_the_report(tmp_path, capsys):
+    import json
+
+    from conftest import cli
+
+    out_json = tmp_path / "compile.json"
+    code = cli(tmp_path, "--mode", "compile", "--target", "gfx950", "--json", str(out_json),
+               "--submission", str(ROOT / "submissions" / "triton_bf16.py"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "triton_bf16.py: Triton kernels compiled for gfx950" in out and "_mla_decode_kernel" in out
+    doc = json.loads(out_json.read_text())
+    rows = next(iter(doc["submissions"].values()))
+    assert doc["targets"] == ["gfx950"] and rows and {r["target"] for r in rows} == {"gfx950"}
+    assert code == (0 if all(r["status"] == "compiled" for r in rows) else 1)
+    assert cli(tmp_path, "--mode", "compile", "--target", "gfx1", "--submission", str(ROOT / "submissions" / "triton_bf16.py")) == 2
