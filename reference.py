@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import torch
 
@@ -208,16 +208,24 @@ def check_output(output: torch.Tensor, expected: dict[str, torch.Tensor], policy
     ratio, text = check_ratio(output, expected, policy, params)
     if ratio <= 1.0:
         return True, f"matches {text}"
-    return False, f"output differs from the reference; {diagnosis(output, expected, policy, params)}closest is {text}"
+    start, end = "output differs from the reference; ", f"closest is {text}"
+    explained = diagnosis(output, expected, policy, params)
+    room = MAX_REASON - len(start) - len(end)
+    if len(explained) > room:
+        explained = explained[:max(0, room - 3)] + "…; "
+    return False, start + explained + end
 
 
 # ---------------------------------------------------------------- explaining a failed check
 # Only when the check fails (never on the passing path, which runs after every timed call), and on
 # at most DIAGNOSIS_SEQUENCES of the sequences that are off: each candidate mistake costs one
-# attention over those sequences' KV rows per KV format, milliseconds even for 256×8k on a GPU.
+# attention over those sequences' KV rows per KV format, whatever the batch size (the rest, a
+# few passes over the output and the references, is cheaper than computing the references).
 DIAGNOSIS_SEQUENCES = 8
+MAX_REASON = 300     # characters: a failure reason stays one line
 MATCH_REL_L2 = 0.05  # a mistake is named when the output is within this rel L2 of it...
 MATCH_MARGIN = 4.0   # ...and this many times closer to it than to every legitimate reference
+TAIL_BLOCKS = (16, 32, 64, 128, 256)  # KV block sizes a kernel may forget the partial last one of
 
 
 def diagnosis(output: torch.Tensor, expected: dict[str, torch.Tensor], policy: str, params: dict[str, float]) -> str:
@@ -277,7 +285,8 @@ def where_off(off: torch.Tensor, qo_indptr: Optional[torch.Tensor] = None) -> st
     if len(q_lens) == 1 and q_lens[0] > 1:
         positions = (torch.arange(rows) - qo[seq])[off_rows].unique().tolist()
         if len(positions) < q_lens[0]:
-            text += f", query row{'s' if len(positions) > 1 else ''} {index_ranges(positions)} of each sequence's {q_lens[0]}"
+            plural = "s" if len(positions) > 1 else ""
+            text += f", query row{plural} {index_ranges(positions)} of each sequence's {q_lens[0]}"
     return text
 
 
@@ -291,8 +300,9 @@ def likely_mistake(output: torch.Tensor, expected: dict[str, torch.Tensor], data
     sample = [off_seqs[i] for i in pick.unique().tolist()]
     rows = torch.cat([torch.arange(qo[b], qo[b + 1]) for b in sample]).to(output.device)
     got = output[rows].float()
-    candidates = _mistaken_outputs(data, sample)
-    candidates["all zeros"] = {p: torch.zeros_like(got) for p in expected}
+    # In the order ties go: an output of zeros is "all zeros", not a skipped block of 256.
+    candidates = {"all zeros": {p: torch.zeros_like(got) for p in expected}}
+    candidates.update(_mistaken_outputs(data, sample))
     candidates.update(_rows_of_other_sequences(got, expected, qo, sample))
     # Judged on the (row, head) pairs that are off, so a mistake made in some heads only is named
     # too; among the mistakes that explain those, the one closest on all sampled pairs (a causal
@@ -307,7 +317,8 @@ def likely_mistake(output: torch.Tensor, expected: dict[str, torch.Tensor], data
         per_path = []
         for p, c in outputs.items():
             sq = (got - c).square().sum(-1)
-            per_path.append(torch.stack([sq[pairs].sum().sqrt(), sq.sum().sqrt()]) / torch.stack(norms[p]).clamp(min=1e-30))
+            errs = torch.stack([sq[pairs].sum().sqrt(), sq.sum().sqrt()])
+            per_path.append(errs / torch.stack(norms[p]).clamp(min=1e-30))
         return tuple(torch.stack(per_path).amin(0).tolist())
 
     honest = distance(sampled)[0]
@@ -329,8 +340,9 @@ def _attend(qs: torch.Tensor, ks: torch.Tensor, scale: float, dims: int = QK_HEA
 
 
 def _mistakes(qs: torch.Tensor, ks: torch.Tensor, next_ks: torch.Tensor, prev_ks: torch.Tensor,
-              scale: float) -> dict[str, torch.Tensor]:
-    """One sequence's output under each simple mistake a kernel can make with the right data."""
+              scale: float, tails: dict[str, int]) -> dict[str, torch.Tensor]:
+    """One sequence's output under each simple mistake a kernel can make with the right data;
+    `tails`: {name: block size} of the partial-last-block mistakes worth trying."""
     n, length = qs.shape[0], ks.shape[0]
     mean_v = ks[:, :V_HEAD_DIM].mean(0) if length else qs.new_zeros(V_HEAD_DIM)
     causal = [_attend(qs[j:j + 1], ks[:max(0, length - (n - 1 - j))], scale) for j in range(n)]
@@ -340,40 +352,58 @@ def _mistakes(qs: torch.Tensor, ks: torch.Tensor, next_ks: torch.Tensor, prev_ks
         "softmax without sm_scale": _attend(qs, ks, 1.0),
         "sm_scale applied twice": _attend(qs, ks, scale * scale),
         "scores without the 64 RoPE dims": _attend(qs, ks, scale, dims=KV_LORA_RANK),
-        "V taken from the last 512 dims instead of the first 512": _attend(qs, ks, scale, values=ks[:, -V_HEAD_DIM:]),
+        "V from dims 64-575 instead of 0-511": _attend(qs, ks, scale, values=ks[:, -V_HEAD_DIM:]),
         "softmax not normalised (no division by the sum of exp)": _attend(qs, ks, scale, normalise=False),
         "the mean of V (every score the same)": mean_v.expand(n, qs.shape[1], V_HEAD_DIM),
         "each sequence attending to the next sequence's KV rows": _attend(qs, next_ks, scale),
         "each sequence attending to the previous sequence's KV rows": _attend(qs, prev_ks, scale),
         "a causal mask over the query rows (this task has none)": torch.cat(causal),
+        **{name: _attend(qs, ks[:length - length % block], scale) for name, block in tails.items()},
     }
 
 
-def _decodings(kv_data: dict, fmt: str, index: torch.Tensor) -> dict[str, torch.Tensor]:
-    """KV rows `index` as format `fmt` holds them (key ""), and as kernels misreading that format
-    see them (key: the misreading), each (n, 576) float32."""
+def _tail_blocks(lengths: list[int]) -> dict[str, int]:
+    """{mistake name: block size} for skipping each sequence's partial last KV block: one per
+    distinct outcome on these lengths (blocks that keep the same rows are named together), none
+    where nothing or everything is dropped (that is the right answer, or all zeros)."""
+    kept: dict[tuple[int, ...], list[int]] = {}
+    for block in TAIL_BLOCKS:
+        kept.setdefault(tuple(n - n % block for n in lengths), []).append(block)
+    names = {}
+    for rows, blocks in kept.items():
+        if rows != tuple(lengths) and any(rows):
+            sizes = ", ".join(map(str, blocks[:-1])) + (" or " if len(blocks) > 1 else "") + str(blocks[-1])
+            names[f"each sequence's partial last KV block skipped (blocks of {sizes})"] = blocks[0]
+    return names
+
+
+def _decodings(kv_data: dict, fmt: str, index: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
+    """KV rows `index` as format `fmt` holds them (name ""), then as kernels misreading that format
+    see them (name: the misreading), each (n, 576) float32, one at a time (each is as large as
+    the sampled sequences' KV rows in fp32)."""
     if fmt == "fp8":
         codes, scale = kv_data["fp8"]
         codes = codes[index].reshape(-1, QK_HEAD_DIM)
         other = torch.float8_e4m3fnuz if codes.dtype == torch.float8_e4m3fn else torch.float8_e4m3fn
         named = {t: str(t).removeprefix("torch.") for t in (codes.dtype, other)}
-        return {"": dequantize_fp8(codes, scale), "fp8 KV without its per-tensor scale": codes.float(),
-                f"fp8 KV bytes decoded as {named[other]} (they are {named[codes.dtype]})":
-                    dequantize_fp8(codes.view(other), scale).nan_to_num(0.0, 0.0, 0.0)}
-    if fmt == "mxfp4":
+        yield "", dequantize_fp8(codes, scale)
+        yield "fp8 KV without its per-tensor scale", codes.float()
+        yield (f"fp8 KV bytes decoded as {named[other]} (they are {named[codes.dtype]})",
+               dequantize_fp8(codes.view(other), scale).nan_to_num(0.0, 0.0, 0.0))
+    elif fmt == "mxfp4":
         packed, scales = kv_data["mxfp4"]
         codes, live = packed[index].reshape(-1, QK_HEAD_DIM // 2), scales[index]
         blocks = QK_HEAD_DIM // 32
-        flat = scales.view(torch.uint8).reshape(-1)
-        dense = flat[(index.unsqueeze(1) * blocks + torch.arange(blocks, device=index.device)).clamp(max=flat.numel() - 1)]
-        unit = torch.full_like(live.view(torch.uint8), 127).view(scales.dtype)
-        return {"": dequantize_mxfp4(codes, live),
-                "mxfp4 KV without its e8m0 block scales": dequantize_mxfp4(codes, unit),
-                "mxfp4 nibbles swapped (the low nibble is the even element)":
-                    dequantize_mxfp4((codes >> 4) | (codes << 4), live),
-                "mxfp4 scales read with a row stride of 18 (they are stored with 24)":
-                    dequantize_mxfp4(codes, dense.view(scales.dtype))}
-    return {"": dequantized_kv(kv_data, fmt)[index].reshape(-1, QK_HEAD_DIM)}
+        at_stride_18 = index.unsqueeze(1) * blocks + torch.arange(blocks, device=index.device)
+        dense = scales.view(torch.uint8).reshape(-1)[at_stride_18].view(scales.dtype)
+        yield "", dequantize_mxfp4(codes, live)
+        yield ("mxfp4 KV without its e8m0 block scales",
+               dequantize_mxfp4(codes, torch.full_like(live.view(torch.uint8), 127).view(scales.dtype)))
+        yield ("mxfp4 nibbles swapped (the low nibble is the even element)",
+               dequantize_mxfp4((codes >> 4) | (codes << 4), live))
+        yield "mxfp4 scales read with a row stride of 18 (they are stored with 24)", dequantize_mxfp4(codes, dense)
+    else:
+        yield "", dequantized_kv(kv_data, fmt)[index].reshape(-1, QK_HEAD_DIM)
 
 
 def _mistaken_outputs(data: input_t, sample: list[int]) -> dict[str, dict[str, torch.Tensor]]:
@@ -387,13 +417,15 @@ def _mistaken_outputs(data: input_t, sample: list[int]) -> dict[str, dict[str, t
     for b in needed:  # where each needed sequence's KV rows sit among the gathered ones
         span[b], at = slice(at, at + kvp[b + 1] - kvp[b]), at + kvp[b + 1] - kvp[b]
     index = torch.cat([torch.arange(kvp[b], kvp[b + 1]) for b in needed]).to(q.device)
+    tails = _tail_blocks([kvp[s + 1] - kvp[s] for s in sample])
     found: dict[str, dict[str, list[torch.Tensor]]] = {}
     for fmt in kv_data:
-        for misreading, keys in _decodings(kv_data, fmt, index).items():
+        for misreading, keys in _decodings(kv_data, fmt, index):
             for s in sample:
                 qs, ks = queries[qo[s]:qo[s + 1]], keys[span[s]]
                 outs = ({misreading: _attend(qs, ks, config["sm_scale"])} if misreading else
-                        _mistakes(qs, ks, keys[span[(s + 1) % batch]], keys[span[(s - 1) % batch]], config["sm_scale"]))
+                        _mistakes(qs, ks, keys[span[(s + 1) % batch]], keys[span[(s - 1) % batch]],
+                                  config["sm_scale"], tails))
                 for name, rows in outs.items():
                     found.setdefault(name, {}).setdefault(fmt, []).append(rows)
     return {name: {f"kv={fmt},q={qp}": torch.cat(parts)[:, i * heads:(i + 1) * heads]
@@ -411,9 +443,9 @@ def _rows_of_other_sequences(got: torch.Tensor, expected: dict[str, torch.Tensor
     mine = got.reshape(len(sample), -1)
     theirs = {p: ref.reshape(batch, -1) for p, ref in expected.items()}
     dist = torch.stack([torch.cdist(mine, t) for t in theirs.values()]).amin(0)
-    dist[torch.arange(len(sample)), torch.tensor(sample)] = float("inf")
+    dist[torch.arange(len(sample), device=dist.device), torch.tensor(sample, device=dist.device)] = float("inf")
     nearest = dist.argmin(1).to(got.device)
-    name = f"another sequence's answer in each sequence's rows (sequence {sample[0]} holds {int(nearest[0])}'s)"
+    name = f"rows holding another sequence's answer (sequence {sample[0]} has {int(nearest[0])}'s)"
     return {name: {p: t[nearest].reshape(got.shape) for p, t in theirs.items()}}
 
 

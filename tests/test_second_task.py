@@ -16,7 +16,8 @@ TASK = ROOT / "tasks" / "rmsnorm"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "eval.py"), "--task", str(TASK / "task.yml"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "eval.py"), "--device", "cpu", "--task", str(TASK / "task.yml"),
+                           *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
