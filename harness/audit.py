@@ -21,8 +21,9 @@ The profiler runs inside the worker's sandbox: across the sandbox's PID namespac
 per kernel instead of ~10 ms (BENCHMARKS.md session 7). The worker can see it, kill it (the report
 is then incomplete and the exit unclean: the audit fails) or add lines to its report, which reaches
 the parent through a pipe, never as a file: `kernel_times` reads it strictly (one header, kernel
-IDs 0, 1, 2, ... each once, finite durations, no profiler error; anything else fails the audit,
-and extra kernels only add GPU time).
+IDs 0, 1, 2, ... each once, finite durations, no profiler error; anything else fails the audit).
+Rows it appends after the profiler's own add GPU time, so they cannot lower a case's total; with
+labels of audited calls they can satisfy "every call shows kernels", as relabelling can (above).
 """
 
 from __future__ import annotations
@@ -149,6 +150,11 @@ def _report_path(scratch: Path) -> Path:
     return scratch.with_name(scratch.name + ".audit-ncu.csv")
 
 
+def discard_report(scratch: Path) -> None:
+    """Remove what an audit worker that was never used (or whose report was kept) left beside `scratch`."""
+    _report_path(scratch).unlink(missing_ok=True)
+
+
 def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
     """Start the audit's worker under the profiler (it imports while the timed calls run), or None
     where no audit applies."""
@@ -201,8 +207,12 @@ def _read(box: "Sandbox"):
     code = worker.proc.returncode
     if code != 0:
         return f"audit failed: the profiled worker did not exit cleanly ({worker.how_it_ended()[0]})"
-    if worker.report is None or worker.report.overflowed:
+    if worker.report is None:
+        return "audit failed: the profiled worker has no report"
+    if worker.report.overflowed:
         return "audit failed: the profiler's report is larger than the harness keeps"
+    if not worker.report.complete:
+        return "audit failed: the profiler's report did not end (its output stayed open)"
     try:
         text = worker.report.path.read_text(errors="replace")
         return per_case(kernel_times(text))

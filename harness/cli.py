@@ -209,16 +209,18 @@ def _cross_compile(args: argparse.Namespace, problem, submissions: list[Path]) -
     import json
 
     from harness import report
-    from harness.crosscompile import CrossCompileError, cross_compile_report, report_table
+    from harness.crosscompile import DEFAULT_TARGETS, DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report, report_table
 
-    targets = args.target or ["gfx950", "gfx942"]
+    if args.shape:
+        raise UsageError("--shape does not go with --mode compile (it captures the task's small test cases)")
+    targets = args.target or list(DEFAULT_TARGETS)
     if args.json and not Path(args.json).parent.is_dir():
         raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
     everything, ok = {}, True
     for path in submissions:
         try:
             rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
-                                        private=private_paths(args))
+                                        private=private_paths(args), timeout=args.timeout or DEFAULT_TIMEOUT)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         except CrossCompileError as exc:

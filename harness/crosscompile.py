@@ -325,7 +325,7 @@ def read_report(raw: bytes) -> tuple[list[dict], Optional[str]]:
     ROW_FIELDS; anything malformed raises CrossCompileError."""
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # (deep nesting: RecursionError)
         raise CrossCompileError(f"the report is not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise CrossCompileError("the report is not an object with a list of rows")

@@ -13,6 +13,7 @@ import hashlib
 import random
 import secrets
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -133,6 +134,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         for worker in [box, *auditor]:
             worker.close()
         shutil.rmtree(box.worker.scratch, ignore_errors=True)
+        audit.discard_report(box.worker.scratch)  # an audit worker started but never used (tests failed)
         if finished and ctx.problem.spec.companion and not result.error and any(
                 c.kind == "test" and not c.ok and not c.reason.startswith(("timeout", "crashed")) for c in result.cases):
             result.companion = clock.timed("companion", _companion_verdict, path, ctx)
@@ -146,13 +148,16 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
     from harness.spec import SpecError
 
     companion = (Path(ctx.problem.spec.path).parent / ctx.problem.spec.companion).resolve()
+    own = sys.modules.get("reference")
     try:
         problem = load_problem(companion)
-    except SpecError as exc:
+    except (SpecError, OSError) as exc:
         return f"companion task not loaded: {exc}"
-    finally:
-        load_problem(ctx.problem.spec.path)  # the run's own reference module again
-    limits = {k: min(v, getattr(ctx.problem.spec.timeouts, k)) for k, v in dataclasses.asdict(problem.spec.timeouts).items()}
+    finally:  # loading a task makes its reference.py the `reference` module: this run's stays
+        if own is not None:
+            sys.modules["reference"] = own
+    own = ctx.problem.spec.timeouts  # no longer than this run's (--timeout)
+    limits = {k: min(v, getattr(own, k)) for k, v in dataclasses.asdict(problem.spec.timeouts).items()}
     spec = dataclasses.replace(problem.spec, companion="", timeouts=dataclasses.replace(problem.spec.timeouts, **limits))
     other = dataclasses.replace(ctx, log_dir=ctx.log_dir / "companion", problem=dataclasses.replace(problem, spec=spec))
     result = evaluate(path, other, "test")
@@ -160,8 +165,8 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
     name = problem.spec.name
     if result.ok:
         return f"passes {name}'s {passed} test case(s) (--task {companion.parent.name} ranks it there)"
-    why = result.error or next((f"{c.name}: {c.reason}" for c in result.cases if not c.ok), "")
-    return f"fails {name}'s tests too ({passed} of {len(result.cases)} pass; {why})"
+    why = result.error or next((f"{ctx.problem.label(c.args)}: {c.reason}" for c in result.cases if not c.ok), "")
+    return f"fails {name}'s tests too ({passed} of {len(result.cases)} pass; {why[:200]})"
 
 
 def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional["_Inputs"], box: Sandbox,

