@@ -20,10 +20,18 @@ AMD_STYLE = ROOT / "tests" / "amd_style"
 BF16_ON_ROCM = dict(constexprs=["DOT_DTYPE=bf16"], options=["matrix_instr_nonkdim=16"])
 
 
+def _modules_from(path) -> set:
+    return {name for name, m in list(sys.modules.items()) if getattr(m, "__file__", None) == str(path)}
+
+
 @pytest.fixture(scope="module")
 def bf16_rows():
-    return cross_compile_report(ROOT / "submissions" / "triton_bf16.py", ["gfx950", "gfx942"], TASK, cases=1,
-                                **BF16_ON_ROCM)
+    """The report, and whether making it imported the submission into this process (it must not;
+    other tests may have loaded the file before)."""
+    path = ROOT / "submissions" / "triton_bf16.py"
+    before = _modules_from(path)
+    rows = cross_compile_report(path, ["gfx950", "gfx942"], TASK, cases=1, **BF16_ON_ROCM)
+    return rows, _modules_from(path) - before
 
 
 def _compile_independently(row: dict, monkeypatch, tmp_path):
@@ -57,6 +65,7 @@ def test_bf16_compiles_for_both_amd_targets_without_spills_on_mfma(bf16_rows, mo
     spills; the decode kernel uses bf16 MFMA; its VGPR / AGPR / SGPR counts and LDS bytes are the
     compiler's own (compiled again here from the same arguments), and the occupancy the report
     derives from them is the one LLVM writes into the assembly. The parent never imported the file."""
+    bf16_rows, imported_here = bf16_rows
     assert {(r["kernel"], r["target"]) for r in bf16_rows} == {
         (k, t) for k in ("_mla_decode_kernel", "_combine_splits_kernel") for t in ("gfx950", "gfx942")}
     for row in bf16_rows:
@@ -72,8 +81,7 @@ def test_bf16_compiles_for_both_amd_targets_without_spills_on_mfma(bf16_rows, mo
         assert row["lds_bytes"] == kernel.metadata.shared > 0
         assert row["occupancy_limit"] != "LDS"
         assert row["occupancy"] == row["compiler_occupancy"] == own["compiler_occupancy"]
-    assert not any(getattr(m, "__file__", None) == str(ROOT / "submissions" / "triton_bf16.py")
-                   for name, m in sys.modules.items() if name != "crosscompile_check_bf16")
+    assert not imported_here
 
 
 def _sandbox_problem():
