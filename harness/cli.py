@@ -209,7 +209,7 @@ def _cross_compile(args: argparse.Namespace, problem, submissions: list[Path]) -
     import json
 
     from harness import report
-    from harness.crosscompile import DEFAULT_TARGETS, DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report, report_table
+    from harness.crosscompile import DEFAULT_TARGETS, DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report, show_report
 
     if args.shape:
         raise UsageError("--shape does not go with --mode compile (it captures the task's small test cases)")
@@ -227,10 +227,8 @@ def _cross_compile(args: argparse.Namespace, problem, submissions: list[Path]) -
             report.error(f"{path.name}: {exc}")
             everything[str(path)], ok = {"error": str(exc)}, False
             continue
-        report.console.print(report_table(rows, title=f"{report.escape(path.name)}: Triton kernels compiled for "
-                                                      f"{', '.join(targets)} (no GPU run; numbers from the compiler)"))
         everything[str(path)] = rows
-        ok = ok and all(r.get("status") == "compiled" for r in rows)
+        ok = show_report(report.console, rows, path.name, targets) and ok
     if args.json:
         Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
                                               indent=2, default=str))

@@ -982,16 +982,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(report_markdown(rows))
     console = Console(highlight=False, width=None if Console().is_terminal else 200)
-    if not rows:
-        console.print(f"{Path(args.submission).name} launched no Triton kernel on the CPU: nothing to compile.")
-        return 0
-    if not rows[0]["sandboxed"]:
-        print("warning: the submission ran without the OS sandbox", file=sys.stderr)
     overrides = ", ".join([*args.set, *args.option])
-    console.print(report_table(rows, title=f"{Path(args.submission).name}: Triton kernels captured on the CPU "
-                                           "(Triton's interpreter), compiled offline"
-                                           + (f" with {overrides}" if overrides else "")))
-    return 0 if all(row["status"] == "compiled" for row in rows) else 1
+    return 0 if show_report(console, rows, Path(args.submission).name, targets,
+                            f" with {overrides}" if overrides else "") else 1
+
+
+def show_report(console: Any, rows: Sequence[dict], name: str, targets: Sequence[str], detail: str = "") -> bool:
+    """Print one submission's report (or that it launched no Triton kernel) to a rich console;
+    whether every kernel compiled for every target. `detail` ends the title."""
+    from rich.markup import escape
+
+    if not rows:
+        console.print(f"{escape(name)} launched no Triton kernel on the CPU: nothing to compile.")
+        return True
+    if not rows[0]["sandboxed"]:
+        console.print(f"warning: {escape(name)} ran without the OS sandbox")
+    console.print(report_table(rows, title=f"{escape(name)}: Triton kernels compiled for {', '.join(targets)} "
+                                           f"(captured on the CPU in Triton's interpreter, compiled offline){detail}"))
+    return all(row["status"] == "compiled" for row in rows)
 
 
 if __name__ == "__main__":
