@@ -4,24 +4,27 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-results/device}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the before step runs from .before/
+if [[ ${PYTHONPATH:-} != */tmp/site* ]]; then  # tools/h200_lanes.sh installs the wheels once for all its lanes
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
 export PATH=$PATH:/usr/local/cuda/bin
-DB=/tmp/mla.db
+DB=${DB:-/tmp/mla.db}
+LOGS=${LOGS:-/tmp/logs}
 STEPS=${STEPS:-probe}
 run() { local name=$1; shift; echo "== $name: $*" | tee -a "$OUT/$name.txt"; local t0=$(date +%s.%N)
   timeout "${STEP_SECONDS:-240}" "$@" 2>&1 | tee -a "$OUT/$name.txt"
   echo "exit ${PIPESTATUS[0]} wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" | tee -a "$OUT/$name.txt"; }
 if [[ $STEPS == *probe* ]]; then
   run ncu_probe ncu $(python3 -c "from harness.audit import ncu_command; print(' '.join(ncu_command('')[1:]))") python3 tools/ncu_probe.py 200
-  run test_sandboxed python3 eval.py --mode test --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
+  run test_sandboxed python3 eval.py --mode test --no-progress --db $DB --logs $LOGS --sandbox require --submission submissions/triton_bf16.py
 fi
 if [[ $STEPS == *ncubwrap* ]]; then
   run ncubwrap python3 tools/ncu_sandbox_probe.py
 fi
 if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstrings)
-  run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs /tmp/logs --sandbox require \
+  run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs $LOGS --sandbox require \
     --submission tests/zoo_gpu/forges_timer.py --submission tests/zoo_gpu/forges_reply.py \
     --submission tests/zoo_gpu/works_after_timer.py --submission tests/zoo_gpu/side_stream.py \
     --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py \
@@ -29,7 +32,7 @@ if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstring
     --submission tests/zoo_gpu/labels_as_warmup.py
 fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
-  run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs /tmp/logs \
+  run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs $LOGS \
     --sandbox require --json "$OUT/bundled.json" ${BUNDLED:-}
 fi
 if [[ $STEPS == *start* ]]; then
@@ -37,15 +40,34 @@ if [[ $STEPS == *start* ]]; then
 fi
 if [[ $STEPS == *cost* ]]; then
   for i in $(seq 1 ${COST_RUNS:-2}); do
-    run lb_plain python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox off --no-audit --submission submissions/triton_bf16.py
-    run lb_sandboxed python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --no-audit --submission submissions/triton_bf16.py
-    run lb_audited python3 eval.py --mode leaderboard --no-progress --db $DB --logs /tmp/logs --sandbox require --submission submissions/triton_bf16.py
+    run lb_plain python3 eval.py --mode leaderboard --no-progress --db $DB --logs $LOGS --sandbox off --no-audit --submission submissions/triton_bf16.py
+    run lb_sandboxed python3 eval.py --mode leaderboard --no-progress --db $DB --logs $LOGS --sandbox require --no-audit --submission submissions/triton_bf16.py
+    run lb_audited python3 eval.py --mode leaderboard --no-progress --db $DB --logs $LOGS --sandbox require --submission submissions/triton_bf16.py
   done
 fi
+if [[ $STEPS == *before* ]]; then  # issue 18: the leaderboard before its changes (.before/ = git archive of BEFORE) and now
+  for i in $(seq 1 ${BEFORE_ROUNDS:-2}); do
+    (cd .before && run before python3 eval.py --mode leaderboard --no-progress --db /tmp/before.db --logs /tmp/logs_before \
+      --sandbox require --no-audit ${BEFORE_SUBMISSIONS:-})
+    run after python3 eval.py --mode leaderboard --no-progress --db /tmp/after.db --logs $LOGS --sandbox require --no-audit \
+      ${BEFORE_SUBMISSIONS:-}
+  done
+  python3 - /tmp/before.db /tmp/after.db <<'PY' | tee "$OUT/before_after.txt"
+import sqlite3, sys
+rows = {}
+for label, path in (("before", sys.argv[1]), ("after", sys.argv[2])):
+    for run, name, geo in sqlite3.connect(path).execute(
+            "SELECT s.run_id, s.name, s.geomean_us FROM submissions s ORDER BY s.run_id"):
+        rows.setdefault(name, {}).setdefault(label, []).append(geo and round(geo, 2))
+print("submission | before geomean µs (each run) | after geomean µs (each run)")
+for name, by in rows.items():
+    print(f"{name} | {by.get('before')} | {by.get('after')}")
+PY
+fi
 if [[ $STEPS == *seeds* ]]; then  # fresh seeds, audited, no false rejection
-  for seed in $(seq 1 ${SEEDS:-20}); do
+  for seed in ${SEED_LIST:-$(seq 1 ${SEEDS:-20})}; do
     (( $(date +%s) < ${SEEDS_UNTIL:-9999999999} )) || break
-    run seeds python3 eval.py --mode leaderboard --budget ${SEED_BUDGET:-0.05} --no-progress --db $DB --logs /tmp/logs \
+    run seeds python3 eval.py --mode leaderboard --budget ${SEED_BUDGET:-0.05} --no-progress --db $DB --logs $LOGS \
       --sandbox require --seed $((seed * 7919)) ${SEED_SUBMISSIONS:---submission submissions/triton_bf16.py \
       --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py --submission submissions/torch_batched.py}
   done
@@ -60,5 +82,5 @@ for run, sb, name, ok, geo, audit, sid in db.execute(
     ratios = [m / a for m, a in db.execute("SELECT median_us, audit_us FROM cases WHERE submission_id = ? AND audit_us > 0", (sid,))]
     print(f"{run} | {sb} | {name} | {ok} | {geo and round(geo, 1)} | {audit[:60]} | {min(ratios) if ratios else None}")
 PY
-tar czf "$OUT/logs.tgz" -C /tmp logs 2>/dev/null
-ls /tmp/logs/*.audit.csv >/dev/null 2>&1 && tar czf "$OUT/audit_reports.tgz" -C /tmp/logs $(cd /tmp/logs && ls *.audit.csv)
+tar czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null
+ls "$LOGS"/*.audit.csv >/dev/null 2>&1 && tar czf "$OUT/audit_reports.tgz" -C "$LOGS" $(cd "$LOGS" && ls *.audit.csv)
