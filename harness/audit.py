@@ -156,8 +156,8 @@ def discard_report(scratch: Path) -> None:
 
 
 def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
-    """Start the audit's worker under the profiler (it imports while the timed calls run), or None
-    where no audit applies."""
+    """Start the audit's worker under the profiler, or None where no audit applies. It imports while
+    the tests run; the engine waits for it to be idle before the first timed call."""
     from harness.launch import log_path
     from harness.sandbox import Sandbox
 

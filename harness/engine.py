@@ -113,7 +113,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
                       started, ctx.sandbox, ctx.private)
     box.worker.owns_scratch = False  # kept for the audit's worker (compiled kernels); removed at the end
     result.sandboxed = box.sandboxed
-    auditor: list = []  # the audit's worker, started as the timed calls begin (leaderboard mode)
+    auditor: list = []  # the audit's worker, started as the tests begin, idle before any timed call (leaderboard mode)
     finished = False
     try:
         # The worker imports torch and the submission meanwhile; the scan runs in the parent.
@@ -164,7 +164,11 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
     passed = sum(c.ok for c in result.cases)
     name = problem.spec.name
     if result.ok:
-        return f"passes {name}'s {passed} test case(s) (--task {companion.parent.name} ranks it there)"
+        from harness.selftest import lax_check
+
+        lax = lax_check(other.problem, ctx.device, ctx.small)
+        return f"passes {name}'s {passed} test case(s) (--task {companion.parent.name} ranks it there)" + (
+            f"; but that proves little: its {lax}" if lax else "")
     why = result.error or next((f"{ctx.problem.label(c.args)}: {c.reason}" for c in result.cases if not c.ok), "")
     return f"fails {name}'s tests too ({passed} of {len(result.cases)} pass; {why[:200]})"
 
@@ -176,8 +180,13 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
         if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
             result.cases.append(_result(case, False, "not run: a test case failed"))
             continue
-        if action == "benchmark" and mode == "leaderboard" and not auditor:
+        if mode == "leaderboard" and i == 0:  # the audit's worker starts while the tests run...
             auditor.extend(filter(None, [audit.start(path, ctx, box.worker.scratch)]))
+        if action == "benchmark" and auditor and not auditor[0].settled:
+            # ...and is idle before the first timed call: starting beside timed calls (CUDA context,
+            # profiler injection) slowed them (H200: a 50 µs median tail after the end event, honest
+            # triton_bf16 rejected). A start that failed is reported by the audit.
+            clock.timed("audit start", auditor[0].settle)
         progress("case_start", case=case, action=action)
         try:
             inputs = first if i == 0 else _Inputs(ctx, case, clock)

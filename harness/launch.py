@@ -21,6 +21,7 @@ marks every result unsandboxed; `--sandbox require` refuses.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import signal
@@ -276,13 +277,13 @@ REPORT_LIMIT = 256 << 20  # bytes of a profiler's report the parent keeps
 LOG_LIMIT = 64 << 20  # bytes a worker may write to one file (its log): past it, writes fail (EFBIG)
 
 
-def _limits() -> None:
-    """In the child, before exec: no core dumps, files capped at LOG_LIMIT bytes, and first in
+def _limits(file_limit: int = LOG_LIMIT) -> None:
+    """In the child, before exec: no core dumps, files capped at `file_limit` bytes, and first in
     line for the out-of-memory killer (so a worker that eats the host's memory dies, not the parent)."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (LOG_LIMIT, LOG_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
@@ -307,6 +308,12 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     parent_end, child_end = pair()
     inner = [sys.executable, "-m", "harness.worker", str(child_end.fileno()), str(submission.resolve()),
              device_type or "auto", str(l2_bytes)]
+    # A profiler keeps a temporary report in the private /tmp (Nsight Compute's grew past LOG_LIMIT
+    # for a submission of ~25 kernels per call): the sandbox's cap is then the tmpfs's size, and the
+    # worker lowers its own back to LOG_LIMIT before it loads the submission (harness/worker/__main__.py).
+    file_limit = TMPFS_LIMIT if wrapper else LOG_LIMIT
+    if wrapper:
+        inner.append(str(LOG_LIMIT))
     env = child_env()
     if sandboxed:
         command = bwrap_command(find_bwrap(), submission, scratch, private) + [*wrapper, *inner]
@@ -318,7 +325,7 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
         try:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if report else log,
                                     stderr=log, pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
-                                    start_new_session=True, preexec_fn=_limits)
+                                    start_new_session=True, preexec_fn=functools.partial(_limits, file_limit))
         finally:
             child_end.close()
     copy = ReportCopy(proc.stdout, report) if report else None

@@ -43,6 +43,7 @@ class Sandbox:
         self.worker = started or start_worker(submission, device.type, log_path, device.l2_bytes, sandbox,
                                               private, wrapper, report, scratch)
         self._startup_timeout, self._ready = startup_timeout, False
+        self._failure: Optional[WorkerFailure] = None
         self._slot: Optional[torch.Tensor] = None
 
     @property
@@ -54,13 +55,31 @@ class Sandbox:
         can work meanwhile). Raises WorkerFailure when the import fails."""
         if self._ready:
             return
-        reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
-        if reply.get("op") == "fatal":
-            self.close()
-            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
-        if reply.get("op") != "ready":
-            self._protocol_error(reply)
+        if self._failure is not None:
+            raise self._failure
+        try:
+            reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
+            if reply.get("op") == "fatal":
+                self.close()
+                raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+            if reply.get("op") != "ready":
+                self._protocol_error(reply)
+        except WorkerFailure as exc:
+            self._failure = exc  # the same failure again for a later wait_ready
+            raise
         self._ready = True
+
+    @property
+    def settled(self) -> bool:
+        """Whether the start is over (ready, or failed)."""
+        return self._ready or self._failure is not None
+
+    def settle(self) -> None:
+        """Wait for the start to end, ready or not; a failure is raised by the next wait_ready."""
+        try:
+            self.wait_ready()
+        except WorkerFailure:
+            pass
 
     def __enter__(self) -> "Sandbox":
         return self

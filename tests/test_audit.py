@@ -113,3 +113,25 @@ def test_the_profiled_workers_own_output_stays_out_of_the_report(cpu, tmp_path, 
     assert box.worker.proc.returncode == 0
     assert box.worker.report.path.read_text() == "==PROF== stand-in report\n"
     assert "check: pass" in (tmp_path / "audit.log").read_text()
+
+
+def test_the_profiler_may_write_a_large_report_but_the_worker_keeps_its_file_cap(cpu, tmp_path):
+    """Nsight Compute keeps a temporary report in the sandbox's /tmp that grew past the worker's
+    64 MiB file cap on the H200 (torch_batched.py: "Failed to save the report", audit failed): the
+    profiler gets the tmpfs's size, and the worker takes LOG_LIMIT back before the submission loads."""
+    from harness.launch import LOG_LIMIT, TMPFS_LIMIT
+    from harness.sandbox import Sandbox, WorkerFailure
+
+    big = LOG_LIMIT + (1 << 20)
+    writer = ["/bin/sh", "-c", f'head -c {big} /dev/zero > /tmp/report.tmp && wc -c < /tmp/report.tmp && "$@"',
+              "stand-in"]
+    path = tmp_path / "reports_limit.py"
+    path.write_text("import resource\nraise SystemExit(f'file cap {resource.getrlimit(resource.RLIMIT_FSIZE)}')\n")
+    box = Sandbox(path, cpu, tmp_path / "audit.log", 120, sandbox="auto", wrapper=writer, report=tmp_path / "r.txt")
+    try:
+        with pytest.raises(WorkerFailure) as failed:
+            box.wait_ready()
+    finally:
+        box.close()
+    assert f"file cap ({LOG_LIMIT}, {LOG_LIMIT})" in str(failed.value)
+    assert box.worker.report.path.read_text().strip() == str(big) and big < TMPFS_LIMIT

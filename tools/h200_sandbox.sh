@@ -50,7 +50,7 @@ if [[ $STEPS == *before* ]]; then  # issue 18: the leaderboard before its change
     (cd .before && run before python3 eval.py --mode leaderboard --no-progress --db /tmp/before.db --logs /tmp/logs_before \
       --sandbox require --no-audit ${BEFORE_SUBMISSIONS:-})
     run after python3 eval.py --mode leaderboard --no-progress --db /tmp/after.db --logs $LOGS --sandbox require --no-audit \
-      ${BEFORE_SUBMISSIONS:-}
+      --json "$OUT/after_$i.json" ${BEFORE_SUBMISSIONS:-}
   done
   python3 - /tmp/before.db /tmp/after.db <<'PY' | tee "$OUT/before_after.txt"
 import sqlite3, sys
