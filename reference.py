@@ -33,15 +33,24 @@ OUTLIER_CHANNELS = 8
 OUTLIER_GAIN = 6.0
 HEAD_TEMPERATURES = (0.6, 1.8)  # q scale of the first and last head, geometric in between
 ROPE_GAIN = 3.0  # RoPE dims of q and k scaled up: which tokens matter is decided outside V
+# style="competition": the competition's own inputs, plain randn times this for q and the cache.
+# Outputs are then ~1e-3, so its check (atol 1e-2) also passes an all-zero output.
+COMPETITION_SCALE = 0.02
+INPUT_STYLES = ("default", "competition")
 
 input_t = tuple  # (q, kv_data, qo_indptr, kv_indptr, config)
 output_t = torch.Tensor
 
 
 def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
-                   kvseqlens: Optional[Sequence[int]] = None, device: Optional[str] = None) -> input_t:
+                   kvseqlens: Optional[Sequence[int]] = None, device: Optional[str] = None,
+                   style: str = "default") -> input_t:
     """Inputs for one case. Lengths come from the case (`kvseqlens` for a ragged batch, else
-    `kvseqlen` for every sequence); values come from `seed`. Same seed, same device: same data."""
+    `kvseqlen` for every sequence); values come from `seed`. Same seed, same device: same data.
+    `style`: "default" (outlier channels, heads of different sharpness, scaled RoPE dims: a wrong
+    kernel shows) or "competition" (the competition's plain randn * 0.02 for q and the cache)."""
+    if style not in INPUT_STYLES:
+        raise ValueError(f"style must be one of {', '.join(INPUT_STYLES)}, got {style!r}")
     dev = torch.device(device) if device else detect().torch_device
     lengths = list(kvseqlens) if kvseqlens is not None else [kvseqlen] * batchsize
     if len(lengths) != batchsize or min(lengths) < 0:
@@ -49,14 +58,18 @@ def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
     total_q, total_kv = batchsize * qseqlen, sum(lengths)
     gen = torch.Generator(device=dev).manual_seed(seed)
 
-    head_scale = torch.logspace(math.log10(HEAD_TEMPERATURES[0]), math.log10(HEAD_TEMPERATURES[1]),
-                                NUM_HEADS, device=dev).view(1, NUM_HEADS, 1)
-    q = torch.randn((total_q, NUM_HEADS, QK_HEAD_DIM), generator=gen, device=dev) * head_scale
-    kv = torch.randn((total_kv, NUM_KV_HEADS, QK_HEAD_DIM), generator=gen, device=dev)
-    outliers = torch.randperm(KV_LORA_RANK, generator=gen, device=dev)[:OUTLIER_CHANNELS]
-    kv[..., outliers] *= OUTLIER_GAIN
-    q[..., KV_LORA_RANK:] *= ROPE_GAIN
-    kv[..., KV_LORA_RANK:] *= ROPE_GAIN
+    if style == "competition":
+        q = torch.randn((total_q, NUM_HEADS, QK_HEAD_DIM), generator=gen, device=dev) * COMPETITION_SCALE
+        kv = torch.randn((total_kv, NUM_KV_HEADS, QK_HEAD_DIM), generator=gen, device=dev) * COMPETITION_SCALE
+    else:
+        head_scale = torch.logspace(math.log10(HEAD_TEMPERATURES[0]), math.log10(HEAD_TEMPERATURES[1]),
+                                    NUM_HEADS, device=dev).view(1, NUM_HEADS, 1)
+        q = torch.randn((total_q, NUM_HEADS, QK_HEAD_DIM), generator=gen, device=dev) * head_scale
+        kv = torch.randn((total_kv, NUM_KV_HEADS, QK_HEAD_DIM), generator=gen, device=dev)
+        outliers = torch.randperm(KV_LORA_RANK, generator=gen, device=dev)[:OUTLIER_CHANNELS]
+        kv[..., outliers] *= OUTLIER_GAIN
+        q[..., KV_LORA_RANK:] *= ROPE_GAIN
+        kv[..., KV_LORA_RANK:] *= ROPE_GAIN
     q, kv = q.to(torch.bfloat16), kv.to(torch.bfloat16)
 
     fp8 = quantize_fp8(kv, fp8_dtype(detect(dev.type)))
@@ -190,10 +203,11 @@ def check_ratio(output: torch.Tensor, expected: dict[str, torch.Tensor], policy:
             if path != "kv=fp8,q=fp8":
                 continue
             bad = ~torch.isclose(output.float(), ref, rtol=params["rtol"], atol=params["atol"])
-            frac = float(bad.float().mean())
+            count = int(bad.sum())
+            frac = count / max(bad.numel(), 1)
             ratio = frac / params["max_mismatch"] if params["max_mismatch"] > 0 else (0.0 if frac == 0 else 2.0)
-            text = (f"{path}: {frac:.2%} of elements outside rtol={params['rtol']}, atol={params['atol']} "
-                    f"(limit {params['max_mismatch']:.0%})")
+            text = (f"{path}: {count} of {bad.numel()} elements ({frac:.2%}) outside rtol={params['rtol']}, "
+                    f"atol={params['atol']} (limit {params['max_mismatch']:.0%})")
         else:
             raise ValueError(f"unknown check policy {policy!r}")
         if ratio < best[0]:

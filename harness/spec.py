@@ -92,13 +92,16 @@ class TaskSpec:
     # a narrower task (a file relative to this one), e.g. the competition's own cases: a file that
     # fails this task's tests is also tested there, and the report gives that verdict
     companion: str = ""
+    # arguments every case hands generate_input unless the case sets its own (a task variant's inputs,
+    # e.g. the competition's value distribution; --shape and popcorn's cases get them too)
+    case_defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     path: str = ""
 
     def cases(self, kind: str, small: bool = False) -> list[Case]:
         """The test or benchmark cases; `small` picks the CPU set."""
         source = self.cpu if small else self
         raw = source.tests if kind == "test" else source.benchmarks
-        return [Case(args=dict(args), index=i, kind=kind) for i, args in enumerate(raw)]
+        return [Case(args={**self.case_defaults, **args}, index=i, kind=kind) for i, args in enumerate(raw)]
 
 
 RANKINGS = ("geom", "mean", "last")  # geometric / arithmetic mean of per-case medians, or the last case's
@@ -135,7 +138,7 @@ def load_task(path: str | Path, generate_input: Callable[..., Any] | None = None
         if not cases:
             raise SpecError(f"{label}: {where}: must list at least one case")
         for i, case in enumerate(cases):
-            check_case(case, f"{label}: {where}[{i}]", generate_input)
+            check_case({**spec.case_defaults, **case}, f"{label}: {where}[{i}]", generate_input)
     return spec
 
 
@@ -144,10 +147,12 @@ def _check_values(spec: TaskSpec, label: str) -> None:
     a check that passes zeros or a division by zero later."""
     for name, params in spec.check.policies.items():
         for key, value in params.items():
-            if not (math.isfinite(value) and value > 0):
+            if key == "max_mismatch":  # 0: not one element may be off (the competition's own check)
+                if not (math.isfinite(value) and 0 <= value < 1):
+                    raise SpecError(f"{label}: check.policies.{name}.{key}: a share of the elements, 0 or more and "
+                                    f"below 1, got {value}")
+            elif not (math.isfinite(value) and value > 0):
                 raise SpecError(f"{label}: check.policies.{name}.{key}: must be a positive number, got {value}")
-            if key == "max_mismatch" and value >= 1:
-                raise SpecError(f"{label}: check.policies.{name}.{key}: a share of the elements, below 1, got {value}")
     for key, value in dataclasses.asdict(spec.timeouts).items():
         if not (math.isfinite(value) and value > 0):
             raise SpecError(f"{label}: timeouts.{key}: must be a positive number of seconds, got {value}")

@@ -50,7 +50,7 @@ def test_real_task_loads():
     (lambda t: t["check"]["policies"]["competition"].update(atol=float("nan")),
      "check.policies.competition.atol: must be a positive number, got nan"),
     (lambda t: t["check"]["policies"]["competition"].update(max_mismatch=1.5),
-     "check.policies.competition.max_mismatch: a share of the elements, below 1, got 1.5"),
+     "check.policies.competition.max_mismatch: a share of the elements, 0 or more and below 1, got 1.5"),
     (lambda t: t["timeouts"].update(test_case=0), "timeouts.test_case: must be a positive number of seconds, got 0"),
     (lambda t: t["timing"].update(warmup_calls=-1), "timing.warmup_calls: must be 0 or more, got -1"),
     (lambda t: t["timing"].update(max_seconds=-5), "timing.max_seconds: must be a positive number, got -5"),
@@ -77,6 +77,21 @@ def test_competition_task_is_the_competitions_own_case_list():
     assert spec.check.policy == "competition" and spec.ranking == "geom"
     assert (ROOT / "tasks" / "competition" / spec.reference).resolve() == ROOT / "reference.py"
     assert load_task(ROOT / "task.yml").companion == "tasks/competition/task.yml"
+
+
+def test_case_defaults_reach_every_case_and_are_checked(tmp_path):
+    """`case_defaults` (the competition task's input style) joins every case's arguments; a case's
+    own value wins; a default generate_input does not take is an error naming it."""
+    spec = load_task(ROOT / "tasks" / "competition" / "task.yml", reference.generate_input)
+    assert spec.case_defaults == {"style": "competition"}
+    for kind in ("test", "benchmark"):
+        for small in (False, True):
+            assert all(c.args["style"] == "competition" for c in spec.cases(kind, small))
+    own = load_task(write_variant(tmp_path, lambda t: (t.update(case_defaults={"style": "competition"}),
+                                                       t["tests"][0].update(style="default"))))
+    assert own.cases("test")[0].args["style"] == "default" and own.cases("test")[1].args["style"] == "competition"
+    with pytest.raises(SpecError, match=r"tests\[0\]\.colour: unknown key"):
+        load_task(write_variant(tmp_path, lambda t: t.update(case_defaults={"colour": 1})), reference.generate_input)
 
 
 def test_invalid_yaml(tmp_path):
