@@ -1,36 +1,27 @@
-"""Command line: parse flags, check them, run the engine, print, store, set the exit code.
+"""Command line: parse the flags, check them, dispatch to a mode (history, compile, selftest, a
+vendor profiler, popcorn's positional form, or an engine run, whose lifecycle is harness/run.py's),
+set the exit code.
 
 Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad usage or input.
 """
 
 from __future__ import annotations
 
-import time
-
-STARTED = time.perf_counter()  # the run's wall time counts everything after this
-EVALUATIONS = [STARTED]         # when the evaluations began (set by _evaluate_all)
+# first: importing harness.run starts the run's wall clock (harness.run.STARTED)
+from harness.run import parallel, private_paths, run, run_popcorn
 
 import argparse  # noqa: E402
-import dataclasses  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, Any, Optional, Sequence  # noqa: E402
+from typing import Any, Optional, Sequence  # noqa: E402
 
+from harness.config import UsageError  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
-
-if TYPE_CHECKING:
-    from harness.config import RunConfig
-    from harness.engine import RunContext
-    from harness.results import SubmissionResult
 
 # torch (harness.device, harness.engine, harness.report) is imported only after the first
 # submission's worker has been started, so that both processes import it at the same time.
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-class UsageError(Exception):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "'batchsize=4,qseqlen=1,kvseqlen=1024' (seed optional; kvseqlens=[...] for a ragged batch)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="cap every timeout of the task (worker start, each test case, each benchmark case)")
+    _add_evaluator_flags(p)
+    p.add_argument("--no-audit", action="store_true",
+                   help="leaderboard mode on a GPU: skip the profiler's audit of the timings (results marked not audited)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="benchmark or leaderboard mode: also evaluate FILE (if not already a --submission) and show "
+                        "every submission's speedup over it")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _add_evaluator_flags(p: argparse.ArgumentParser) -> None:
+    """Where the evaluators run: in parallel (--gpus, --workers, Ray), and in which sandbox."""
     p.add_argument("--gpus", metavar="all|N",
                    help="evaluate submissions in parallel, one evaluator per GPU (0: CPU workers)")
     p.add_argument("--workers", type=int, metavar="N",
@@ -93,13 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sandbox", choices=("auto", "require", "off"), default="auto",
                    help="the OS sandbox around each worker (bubblewrap): auto (default: used where it works, "
                         "else a loud warning and results marked unsandboxed), require (refuse without it), off")
-    p.add_argument("--no-audit", action="store_true",
-                   help="leaderboard mode on a GPU: skip the profiler's audit of the timings (results marked not audited)")
-    p.add_argument("--baseline", metavar="FILE",
-                   help="benchmark or leaderboard mode: also evaluate FILE (if not already a --submission) and show "
-                        "every submission's speedup over it")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -127,16 +123,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             early.close()
 
 
-def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
-    """What no worker may see: the results database and the log folder."""
-    return (Path(args.db), Path(args.logs))
-
-
 def _start_early(args: argparse.Namespace):
     """Start the first submission's worker before this process imports torch (a sequential, sandboxed
     run of an engine mode only: a worker outside the sandbox could rewrite the modules this process
     has yet to import); None when that does not apply or the arguments are wrong (reported later)."""
-    if args.mode not in MODES or args.history or args.ncu or args.rocprof or _parallel(args) \
+    if args.mode not in MODES or args.history or args.ncu or args.rocprof or parallel(args) \
             or args.device not in (None, "cpu", "cuda") or args.sandbox == "off":
         return None
     from harness.launch import log_path, sandbox_problem, start_worker
@@ -199,7 +190,7 @@ def _run(args: argparse.Namespace, early=None) -> int:
         (args.baseline,) = resolve_submissions([args.baseline])
         if args.baseline not in [p.resolve() for p in submissions]:
             submissions.append(args.baseline)
-    return _run_with(args, store, problem, submissions, early)
+    return _on_device(args, store, problem, submissions, early)
 
 
 def _cross_compile(args: argparse.Namespace, problem, submissions: list[Path]) -> int:
@@ -255,9 +246,10 @@ def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any]
     return tuple(cases) or None
 
 
-def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
+def _on_device(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
+    """The modes that need the device: selftest, a vendor profiler, else an engine run (harness/run.py)."""
     from harness import report
-    from harness.device import detect, measure_copy_bandwidth, versions
+    from harness.device import detect
 
     device = detect(args.device)
     small = args.small or not device.is_gpu
@@ -267,235 +259,7 @@ def _run_with(args: argparse.Namespace, store, problem, submissions: list[Path],
         return _selftest(problem, device, small)
     if args.ncu or args.rocprof:
         return _vendor_profile(args, problem, device, submissions, small)
-    report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
-                             f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
-                             f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
-    if args.graph and not device.is_gpu:
-        report.err_console.print("--graph needs a GPU: timing plain calls.")
-    if not device.is_gpu and args.mode in ("benchmark", "leaderboard"):
-        report.err_console.print("warning: CPU timings (this process's clock around each call; Triton kernels in its "
-                                 "interpreter) are not comparable between runs or with GPU numbers: identical runs "
-                                 "have differed many times over. Use them to see that timing works, not to rank.")
-    sandboxed = _sandbox_line(args.sandbox)
-    _import_parent_modules(args)
-
-    bandwidth = None
-    if device.is_gpu:  # measured every run: a stored figure is only as trustworthy as the run that wrote it
-        bandwidth = measure_copy_bandwidth()
-        store.save_bandwidth(device.name, bandwidth)
-        report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
-    config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
-    ctx = config.context()
-    pool = _pool_plan(args, device) if _parallel(args) else None
-    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if ctx.graph else "events",
-                             sandboxed=sandboxed)
-    try:
-        results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early)
-    except BaseException as exc:
-        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
-        raise
-    store.finish_run(run_id, ctx.secret)
-    return _finish(args, ctx, results, run_id, sandboxed)
-
-
-def _sandbox_line(mode: str) -> bool:
-    """Say whether workers run in the OS sandbox (loudly when not); refuse under --sandbox require."""
-    from harness import report
-    from harness.launch import sandbox_problem
-
-    if mode == "off":
-        report.err_console.print("[bold red]WARNING: --sandbox off: submissions run as plain child processes and can "
-                                 "change files, the database and this process; results are marked unsandboxed[/]")
-        return False
-    why = sandbox_problem()
-    if why is None:
-        return True
-    if mode == "require":
-        raise UsageError(f"--sandbox require: {why}")
-    report.err_console.print(f"[bold red]WARNING: no OS sandbox: {why}. Submissions run unfenced and every result "
-                             "is marked unsandboxed (--sandbox require refuses instead)[/]")
-    return False
-
-
-def _import_parent_modules(args: argparse.Namespace) -> None:
-    """Everything this process will import, imported before any worker starts (unsandboxed, a worker
-    could otherwise plant or rewrite a module this process loads later); and the outputs checked,
-    so a missing folder or matplotlib is one line before the run, not a lost result after it."""
-    import harness.audit  # noqa: F401
-    import harness.scan  # noqa: F401 (imports kernelguard)
-    if args.plot:
-        from harness.plots import PlotError, _pyplot
-
-        try:
-            _pyplot()
-        except PlotError as exc:
-            raise UsageError(str(exc)) from None
-    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown)):
-        if path and not Path(path).parent.is_dir():  # (--plot makes its folder)
-            raise UsageError(f"{flag} {path}: the folder {Path(path).parent} does not exist")
-
-
-def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
-    """The run's one configuration, from the command line; `facts`: what the run measured or was
-    handed (bandwidth, popcorn's seed and cases)."""
-    from harness.config import RunConfig
-
-    given = {"secret": args.seed} if args.seed is not None else {}
-    return RunConfig(**{"mode": args.mode, "task": task, "device": args.device, "small": args.small,
-                        "log_dir": args.logs, "graph": args.graph, "policy": args.check, "max_seconds": args.budget,
-                        "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
-                        "audit": not args.no_audit, "timeout": args.timeout, "cases": args.shape or None,
-                        **given, **facts})
-
-
-def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store, run_id: int,
-                  submissions: list[Path], pool, early) -> list[SubmissionResult]:
-    from harness import report
-    from harness.engine import evaluate, plan
-
-    from harness.results import display_names
-
-    EVALUATIONS[0] = time.perf_counter()
-    names = display_names([str(p) for p in submissions])
-
-    def record(result: SubmissionResult) -> None:
-        if names.get(result.path, result.name) != result.name:
-            result.display = names[result.path]
-        store.add_submission(run_id, result, ctx.problem.label)
-        _show(args, result, problem, len(submissions), ctx.bandwidth)
-
-    problem = ctx.problem
-    if pool is not None:
-        results = _evaluate_parallel(args, config, ctx.device, submissions, record, *pool)
-    else:
-        results = []
-        n_cases = len(plan(problem.spec, args.mode, ctx.small))
-        for i, path in enumerate(submissions):
-            with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-                # the first one adopts the worker started before torch was imported
-                result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
-            results.append(result)
-            record(result)
-    return results
-
-
-def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], run_id: int,
-            sandboxed: bool) -> int:
-    """The run's summary: leaderboard table, exports, plots, where the results went, wall time."""
-    from harness import report
-    from harness.device import versions
-
-    problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
-    if args.mode == "leaderboard":
-        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
-                                                      problem.spec.ranking))
-    if args.baseline:
-        base = next(r for r in results if Path(r.path).resolve() == args.baseline)
-        report.console.print(report.baseline_table(results, base, problem.label, problem.spec.ranking))
-    from harness.store import git_commit
-
-    meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
-            "check": problem.check_policy, "timing": "graph" if graph else "events",
-            "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
-            "git_commit": git_commit(), "seed": ctx.secret, **versions()}
-    report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
-    if args.plot and args.mode in ("benchmark", "leaderboard"):
-        from harness.plots import PlotError, write_plots
-
-        try:
-            for path in write_plots(results, problem.label, bandwidth, device.describe(), args.plot):
-                report.err_console.print(f"plot: {path}")
-        except PlotError as exc:
-            report.error(str(exc))
-    report.err_console.print(f"results stored in {args.db} (run {run_id})")
-    now = time.perf_counter()
-    report.err_console.print(f"wall {now - STARTED:.1f} s: startup {EVALUATIONS[0] - STARTED:.1f} s (imports, device, "
-                             f"task, database), evaluations {now - EVALUATIONS[0]:.1f} s", highlight=False)
-    if not all(r.ok for r in results):
-        report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
-    return 0 if all(r.ok for r in results) else 1
-
-
-def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submissions: int,
-          bandwidth: Optional[float]) -> None:
-    """What is printed as each submission finishes."""
-    from harness import report
-
-    if args.mode == "profile":
-        for c in result.cases:
-            report.console.rule(f"{report.escape(result.name)} · {problem.label(c.args)}")
-            report.console.print(c.profile or f"[red]{report.escape(c.reason)}[/]", markup=not c.profile)
-    if args.mode in ("test", "benchmark", "profile") or n_submissions == 1:
-        if result.error:
-            report.console.print(f"[red]FAIL[/] {report.escape(result.name)}: {report.escape(result.error)}")
-        else:
-            report.console.print(report.submission_table(result, problem.label, bandwidth))
-    if args.mode == "leaderboard" and n_submissions > 1:
-        report.err_console.print(report.one_line(result, problem.label))
-    if result.companion:
-        report.err_console.print(f"  {report.escape(result.companion)}", highlight=False)
-    if args.mode in ("benchmark", "leaderboard"):
-        report.err_console.print(f"  {report.fence(result)}")
-    if not result.ok:
-        report.err_console.print(f"  worker log: {result.log}")
-    report.err_console.print(report.phase_line(result), highlight=False)
-
-
-def _parallel(args: argparse.Namespace) -> bool:
-    return args.backend == "ray" or args.gpus is not None or args.workers is not None or args.address is not None
-
-
-def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:
-    """(GPUs, evaluators) for a parallel run, checked before anything runs."""
-    usable = device.count if device.is_gpu else 0
-    if args.gpus in (None, "all"):
-        gpus = usable
-    else:
-        try:
-            gpus = int(args.gpus)
-        except ValueError:
-            raise UsageError(f"--gpus {args.gpus}: expected all or a number") from None
-        if not 0 <= gpus <= usable and args.backend != "ray":  # Ray's GPUs are the cluster's
-            raise UsageError(f"--gpus {gpus}: this machine has {usable} usable GPU(s)")
-    if args.address and args.backend != "ray":
-        raise UsageError("--address goes with --backend ray")
-    workers = args.workers if args.workers is not None else max(gpus, 1)
-    if workers < 1:
-        raise UsageError("--workers must be at least 1")
-    return gpus, workers
-
-
-def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, submissions: list[Path], record,
-                       gpus: int, workers: int) -> list[SubmissionResult]:
-    """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py), each
-    handed the run's configuration as it is (pinned to its GPU, or to the CPU)."""
-    from harness import report
-    from harness.pool import PoolError, evaluate_parallel, slot_envs
-
-    settings = dataclasses.replace(config, device=None if gpus else "cpu")
-    done = lambda index, result: record(result)  # noqa: E731
-    if args.backend == "ray":
-        from harness.ray_backend import RayMissing, evaluate_ray
-
-        settings = dataclasses.replace(settings, device="cuda" if gpus else "cpu")
-        report.err_console.print(f"Ray: {len(submissions)} task(s), {'1 GPU' if gpus else '1 CPU'} each, "
-                                 f"cluster {args.address or 'local'}")
-        try:
-            return evaluate_ray(submissions, settings, args.address, done, num_cpus=args.workers)
-        except RayMissing as exc:
-            raise UsageError(str(exc)) from None
-    if gpus and workers > gpus and args.mode != "test":
-        report.err_console.print(f"warning: {workers} evaluators share {gpus} GPU(s): timed runs overlap on a "
-                                 "GPU, so timings are not clean (use this for --mode test)")
-    if not gpus and workers > 1 and args.mode != "test":
-        report.err_console.print(f"warning: {workers} evaluators share this machine's CPUs: timed runs overlap, so "
-                                 "timings are not clean (use this for --mode test)")
-    report.err_console.print(f"{workers} evaluator(s) in parallel on "
-                             + (f"{gpus} GPU(s)" if gpus else "the CPU"))
-    try:
-        return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done)
-    except PoolError as exc:
-        raise UsageError(str(exc)) from None
+    return run(args, store, problem, submissions, device, early)
 
 
 def default_task() -> Path:
@@ -528,8 +292,7 @@ def _popcorn(args: argparse.Namespace) -> int:
     import os
 
     from harness import popcorn, report
-    from harness.device import detect, measure_copy_bandwidth
-    from harness.engine import evaluate
+    from harness.device import detect
     from harness.spec import check_case
 
     fd, seed = popcorn.take_secrets()  # first: no worker may ever see these
@@ -557,10 +320,7 @@ def _popcorn(args: argparse.Namespace) -> int:
     device = detect(args.device)
     os.set_inheritable(fd, False)
     with os.fdopen(fd, "w", buffering=1) as out:
-        config = run_config(args, str(problem.spec.path), mode=mode, secret=seed, sandbox="require",
-                            cases=tuple(cases), bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
-        result = evaluate(submission, config.context(), mode)
-        passed = popcorn.write_result(out, mode, result)
+        passed = run_popcorn(args, problem, submission, device, mode, seed, tuple(cases), out)
     return popcorn.EXIT_OK if passed else popcorn.EXIT_CHECK_FAILED
 
 

@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 
+class UsageError(Exception):
+    """Bad flags or input, found before or while a run starts: one line and exit code 2 (harness/cli.py)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     mode: str                          # test | benchmark | leaderboard | profile

@@ -41,8 +41,23 @@ def test_downstream_modules_read_the_results_not_the_engine():
         assert "harness.engine" not in harness_imports(HARNESS / name), name
 
 
+def test_the_cli_dispatches_and_the_run_module_runs():
+    """cli.py parses, checks and dispatches; a run's lifecycle (the database's run, the evaluations)
+    is harness/run.py's, which knows nothing of the command line module."""
+    cli = ast.parse((HARNESS / "cli.py").read_text())
+    called = {node.func.attr for node in ast.walk(cli)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+    lifecycle = {"start_run", "end_run", "finish_run", "add_submission", "save_bandwidth"}
+    assert not called & lifecycle, f"cli.py calls {sorted(called & lifecycle)}"
+    evaluators = {"harness.engine", "harness.pool", "harness.ray_backend"}
+    assert not harness_imports(HARNESS / "cli.py") & evaluators
+    assert "harness.cli" not in harness_imports(HARNESS / "run.py")
+    run = ast.parse((HARNESS / "run.py").read_text())
+    assert {"start_run", "finish_run"} <= {node.attr for node in ast.walk(run) if isinstance(node, ast.Attribute)}
+
+
 def test_results_and_history_need_no_torch(tmp_path):
-    code = ("import sys; import harness.results, harness.report, harness.store, harness.popcorn; "
+    code = ("import sys; import harness.results, harness.report, harness.store, harness.popcorn, harness.run; "
             "from harness.cli import main; "
             f"assert main(['--mode', 'history', '--db', {str(tmp_path / 'r.db')!r}]) == 0; "
             "print('torch' in sys.modules)")

@@ -1,0 +1,294 @@
+"""A run's lifecycle, once the command line has been parsed and checked (harness/cli.py): the
+sandbox line, the parent's imports done before any worker starts, the copy bandwidth, the run in the
+database (started, ended if it breaks, finished), every submission evaluated (one after another in
+this process, or by the pool or Ray), what is printed as each finishes, and the run's summary: the
+leaderboard, exports, plots, wall time and exit code. Also popcorn's one evaluation.
+
+Nothing at module level imports torch (harness.device, harness.engine, harness.report): cli.py
+imports this module before the first worker has been started (cli._start_early).
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.perf_counter()  # the run's wall time counts everything after this (cli.py imports this first)
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import IO, TYPE_CHECKING, Any, Optional  # noqa: E402
+
+from harness.config import UsageError  # noqa: E402
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.device import DeviceInfo
+    from harness.engine import RunContext
+    from harness.problem import Problem
+    from harness.results import SubmissionResult
+    from harness.store import Store
+
+
+def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+    """What no worker may see: the results database and the log folder."""
+    return (Path(args.db), Path(args.logs))
+
+
+def parallel(args: argparse.Namespace) -> bool:
+    """Whether the flags ask for evaluators in other processes (--gpus, --workers, --backend ray)."""
+    return args.backend == "ray" or args.gpus is not None or args.workers is not None or args.address is not None
+
+
+def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: list[Path], device: DeviceInfo,
+        early=None) -> int:
+    """Evaluate `submissions` in an engine mode (test, benchmark, leaderboard, profile) as one stored
+    run, print each as it finishes and the summary; the exit code. `early`: the first submission's
+    worker, started before this process imported torch (or None)."""
+    from harness import report
+    from harness.device import measure_copy_bandwidth, versions
+    from harness.selftest import lax_check
+
+    report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
+                             f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
+                             f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
+    if args.graph and not device.is_gpu:
+        report.err_console.print("--graph needs a GPU: timing plain calls.")
+    if not device.is_gpu and args.mode in ("benchmark", "leaderboard"):
+        report.err_console.print("warning: CPU timings (this process's clock around each call; Triton kernels in its "
+                                 "interpreter) are not comparable between runs or with GPU numbers: identical runs "
+                                 "have differed many times over. Use them to see that timing works, not to rank.")
+    sandboxed = _sandbox_line(args.sandbox)
+    _import_parent_modules(args)
+
+    bandwidth = None
+    if device.is_gpu:  # measured every run: a stored figure is only as trustworthy as the run that wrote it
+        bandwidth = measure_copy_bandwidth()
+        store.save_bandwidth(device.name, bandwidth)
+        report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
+    config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
+    ctx = config.context()
+    lax = lax_check(ctx.problem, device, ctx.small) if args.mode in ("test", "leaderboard") else ""
+    if lax:
+        report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
+    pool = _pool_plan(args, device) if parallel(args) else None
+    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if ctx.graph else "events",
+                             sandboxed=sandboxed)
+    began = time.perf_counter()  # the evaluations (startup: everything before)
+    try:
+        results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early)
+    except BaseException as exc:
+        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+    store.finish_run(run_id, ctx.secret)
+    return _finish(args, ctx, results, run_id, sandboxed, began)
+
+
+def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, device: DeviceInfo, mode: str,
+                seed: Optional[int], cases: tuple[dict[str, Any], ...], out: IO[str]) -> bool:
+    """popcorn's one evaluation (harness/popcorn.py): `submission` on popcorn's seed and cases, always
+    sandboxed, its result written to `out` as `key: value` lines; whether it passed."""
+    from harness import popcorn
+    from harness.device import measure_copy_bandwidth
+    from harness.engine import evaluate
+
+    config = run_config(args, str(problem.spec.path), mode=mode, secret=seed, sandbox="require", cases=cases,
+                        bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
+    result = evaluate(submission, config.context(), mode)
+    return popcorn.write_result(out, mode, result)
+
+
+def _sandbox_line(mode: str) -> bool:
+    """Say whether workers run in the OS sandbox (loudly when not); refuse under --sandbox require."""
+    from harness import report
+    from harness.launch import sandbox_problem
+
+    if mode == "off":
+        report.err_console.print("[bold red]WARNING: --sandbox off: submissions run as plain child processes and can "
+                                 "change files, the database and this process; results are marked unsandboxed[/]")
+        return False
+    why = sandbox_problem()
+    if why is None:
+        return True
+    if mode == "require":
+        raise UsageError(f"--sandbox require: {why}")
+    report.err_console.print(f"[bold red]WARNING: no OS sandbox: {why}. Submissions run unfenced and every result "
+                             "is marked unsandboxed (--sandbox require refuses instead)[/]")
+    return False
+
+
+def _import_parent_modules(args: argparse.Namespace) -> None:
+    """Everything this process will import, imported before any worker starts (unsandboxed, a worker
+    could otherwise plant or rewrite a module this process loads later); and the outputs checked,
+    so a missing folder or matplotlib is one line before the run, not a lost result after it."""
+    import harness.audit  # noqa: F401
+    import harness.selftest  # noqa: F401
+    import harness.scan  # noqa: F401 (imports kernelguard)
+    if args.plot:
+        from harness.plots import PlotError, _pyplot
+
+        try:
+            _pyplot()
+        except PlotError as exc:
+            raise UsageError(str(exc)) from None
+    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown)):
+        if path and not Path(path).parent.is_dir():  # (--plot makes its folder)
+            raise UsageError(f"{flag} {path}: the folder {Path(path).parent} does not exist")
+
+
+def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
+    """The run's one configuration, from the command line; `facts`: what the run measured or was
+    handed (bandwidth, popcorn's seed and cases)."""
+    from harness.config import RunConfig
+
+    given = {"secret": args.seed} if args.seed is not None else {}
+    return RunConfig(**{"mode": args.mode, "task": task, "device": args.device, "small": args.small,
+                        "log_dir": args.logs, "graph": args.graph, "policy": args.check, "max_seconds": args.budget,
+                        "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
+                        "audit": not args.no_audit, "timeout": args.timeout, "cases": args.shape or None,
+                        **given, **facts})
+
+
+def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store: Store, run_id: int,
+                  submissions: list[Path], pool: Optional[tuple[int, int]], early) -> list[SubmissionResult]:
+    """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it finishes."""
+    from harness import report
+    from harness.engine import evaluate, plan
+    from harness.results import display_names
+
+    names = display_names([str(p) for p in submissions])
+
+    def record(result: SubmissionResult) -> None:
+        if names.get(result.path, result.name) != result.name:
+            result.display = names[result.path]
+        store.add_submission(run_id, result, ctx.problem.label)
+        _show(args, result, problem, len(submissions), ctx.bandwidth)
+
+    problem = ctx.problem
+    if pool is not None:
+        results = _evaluate_parallel(args, config, ctx.device, submissions, record, *pool)
+    else:
+        results = []
+        n_cases = len(plan(problem.spec, args.mode, ctx.small))
+        for i, path in enumerate(submissions):
+            with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
+                # the first one adopts the worker started before torch was imported
+                result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
+            results.append(result)
+            record(result)
+    return results
+
+
+def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], run_id: int,
+            sandboxed: bool, began: float) -> int:
+    """The run's summary: leaderboard table, exports, plots, where the results went, wall time."""
+    from harness import report
+    from harness.device import versions
+
+    problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
+    if args.mode == "leaderboard":
+        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
+                                                      problem.spec.ranking))
+    if args.baseline:
+        base = next(r for r in results if Path(r.path).resolve() == args.baseline)
+        report.console.print(report.baseline_table(results, base, problem.label, problem.spec.ranking))
+    from harness.store import git_commit
+
+    meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
+            "check": problem.check_policy, "timing": "graph" if graph else "events",
+            "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
+            "git_commit": git_commit(), "seed": ctx.secret, **versions()}
+    report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
+    if args.plot and args.mode in ("benchmark", "leaderboard"):
+        from harness.plots import PlotError, write_plots
+
+        try:
+            for path in write_plots(results, problem.label, bandwidth, device.describe(), args.plot):
+                report.err_console.print(f"plot: {path}")
+        except PlotError as exc:
+            report.error(str(exc))
+    report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    now = time.perf_counter()
+    report.err_console.print(f"wall {now - STARTED:.1f} s: startup {began - STARTED:.1f} s (imports, device, "
+                             f"task, database), evaluations {now - began:.1f} s", highlight=False)
+    if not all(r.ok for r in results):
+        report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submissions: int,
+          bandwidth: Optional[float]) -> None:
+    """What is printed as each submission finishes."""
+    from harness import report
+
+    if args.mode == "profile":
+        for c in result.cases:
+            report.console.rule(f"{report.escape(result.name)} · {problem.label(c.args)}")
+            report.console.print(c.profile or f"[red]{report.escape(c.reason)}[/]", markup=not c.profile)
+    if args.mode in ("test", "benchmark", "profile") or n_submissions == 1:
+        if result.error:
+            report.console.print(f"[red]FAIL[/] {report.escape(result.name)}: {report.escape(result.error)}")
+        else:
+            report.console.print(report.submission_table(result, problem.label, bandwidth))
+    if args.mode == "leaderboard" and n_submissions > 1:
+        report.err_console.print(report.one_line(result, problem.label))
+    if result.companion:
+        report.err_console.print(f"  {report.escape(result.companion)}", highlight=False)
+    if args.mode in ("benchmark", "leaderboard"):
+        report.err_console.print(f"  {report.fence(result)}")
+    if not result.ok:
+        report.err_console.print(f"  worker log: {result.log}")
+    report.err_console.print(report.phase_line(result), highlight=False)
+
+
+def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:
+    """(GPUs, evaluators) for a parallel run, checked before anything runs."""
+    usable = device.count if device.is_gpu else 0
+    if args.gpus in (None, "all"):
+        gpus = usable
+    else:
+        try:
+            gpus = int(args.gpus)
+        except ValueError:
+            raise UsageError(f"--gpus {args.gpus}: expected all or a number") from None
+        if not 0 <= gpus <= usable and args.backend != "ray":  # Ray's GPUs are the cluster's
+            raise UsageError(f"--gpus {gpus}: this machine has {usable} usable GPU(s)")
+    if args.address and args.backend != "ray":
+        raise UsageError("--address goes with --backend ray")
+    workers = args.workers if args.workers is not None else max(gpus, 1)
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    return gpus, workers
+
+
+def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, submissions: list[Path], record,
+                       gpus: int, workers: int) -> list[SubmissionResult]:
+    """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py), each
+    handed the run's configuration as it is (pinned to its GPU, or to the CPU)."""
+    from harness import report
+    from harness.pool import PoolError, evaluate_parallel, slot_envs
+
+    settings = dataclasses.replace(config, device=None if gpus else "cpu")
+    done = lambda index, result: record(result)  # noqa: E731
+    if args.backend == "ray":
+        from harness.ray_backend import RayMissing, evaluate_ray
+
+        settings = dataclasses.replace(settings, device="cuda" if gpus else "cpu")
+        report.err_console.print(f"Ray: {len(submissions)} task(s), {'1 GPU' if gpus else '1 CPU'} each, "
+                                 f"cluster {args.address or 'local'}")
+        try:
+            return evaluate_ray(submissions, settings, args.address, done, num_cpus=args.workers)
+        except RayMissing as exc:
+            raise UsageError(str(exc)) from None
+    if gpus and workers > gpus and args.mode != "test":
+        report.err_console.print(f"warning: {workers} evaluators share {gpus} GPU(s): timed runs overlap on a "
+                                 "GPU, so timings are not clean (use this for --mode test)")
+    if not gpus and workers > 1 and args.mode != "test":
+        report.err_console.print(f"warning: {workers} evaluators share this machine's CPUs: timed runs overlap, so "
+                                 "timings are not clean (use this for --mode test)")
+    report.err_console.print(f"{workers} evaluator(s) in parallel on "
+                             + (f"{gpus} GPU(s)" if gpus else "the CPU"))
+    try:
+        return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done)
+    except PoolError as exc:
+        raise UsageError(str(exc)) from None
