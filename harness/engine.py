@@ -186,7 +186,7 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
             # ...and is idle before the first timed call: starting beside timed calls (CUDA context,
             # profiler injection) slowed them (H200: a 50 µs median tail after the end event, honest
             # triton_bf16 rejected). A start that failed is reported by the audit.
-            clock.timed("audit start", auditor[0].settle)
+            clock.timed("audit wait", auditor[0].settle)
         progress("case_start", case=case, action=action)
         try:
             inputs = first if i == 0 else _Inputs(ctx, case, clock)
