@@ -61,6 +61,30 @@ to read every cache byte exactly once with the whole GPU busy, and to keep the d
   and bf16 arithmetic wrongly, so the matrix-product operand type is a constexpr: bf16 on GPUs,
   fp32 in the interpreter. Decoding and softmax arithmetic are fp32 everywhere.
 
+On MI355X (gfx950): q.K^T straight from the packed keys
+-------------------------------------------------------
+CDNA4 multiplies fp4 by fp8 with an e8m0 exponent per 32 elements in one instruction
+(v_mfma_scale_f32_16x16x128_f8f6f4), which Triton reaches through tl.dot_scaled when both operands
+are fp8 / fp4. On gfx950 (QK_DOT_SCALED) the kernel hands it the keys as the cache holds them:
+the packed bytes, transposed, as the "e2m1" rhs (packed along K, low nibble first, as here) and the
+exponents as rhs_scale, (rows, K / 32): Triton takes scales only along K, in blocks of 32, which is
+how the cache lays them out. The query is the "e4m3" lhs, without scales: OCP fp8 with one scale
+per tensor (amax / 448, task.yml's precision contract; computed on the device each call and
+applied to the scores). A bf16 query would not do: Triton then splits the product into fp4 -> bf16
+conversions (v_cvt_scalef32_pk_bf16_fp4) and bf16 MFMA, as it does for the 64 rope dims here
+(K = 64 is below the instruction's 128). The 512 value dims are still decoded by the portable code
+for P.V: their exponents run along P.V's N dimension, which tl.dot_scaled cannot scale, and
+triton.language has no fp4 conversion of its own (Gluon's fp4_to_fp is the one that reaches the
+hardware's). On this path the tile is loaded row-major: the packed keys and the decoded values
+then reach LDS in 18 8- and 16-byte stores per lane and tile, against about 100 1- and 2-byte ones
+loaded block-major (compiled for gfx950). Compiled offline for gfx950 with the AMD plan
+(`MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile --submission submissions/triton_mxfp4.py
+--target gfx950 --set DOT_DTYPE=bf16 --option matrix_instr_nonkdim=16`, Triton 3.9): 238 VGPRs,
+no spills, 16 KiB LDS, 2 waves per SIMD, against 330 VGPRs and 1 wave for the portable path. Not
+yet run on AMD hardware. QK_DOT_SCALED = "all" forces the path anywhere: Triton 3.9's CPU interpreter runs tl.dot_scaled
+(tests/test_mxfp4_dot_scaled.py checks the path against the reference there), and on NVIDIA GPUs
+Triton emulates it (tools/mxfp4_dot_scaled_check.py, the same check on a GPU).
+
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
@@ -114,6 +138,13 @@ CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpre
 # of LDS per CU) plus AMD-only compiler options. Not yet run on AMD hardware.
 AMD_LAUNCH = dict(block_n=32, num_warps=4, num_stages=2)
 AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
+# Where q.K^T takes the AMD-native path (tl.dot_scaled on the packed keys; see "On MI355X" in the
+# module docstring): "gfx950" (MI355X only, the default), "all" (every device, the CPU interpreter
+# and NVIDIA GPUs included: for checking that path where it can run), "none". Read once per plan;
+# the environment variable reaches a process that only imports the file (the cross-compile report:
+# MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile ...).
+QK_DOT_SCALED = os.environ.get("MXFP4_QK_DOT_SCALED", "gfx950")
+E4M3_MAX = 448.0             # OCP fp8 e4m3 (MI355X's and NVIDIA's fp8): the query's range on that path
 
 NUM_HEADS = 16
 D_NOPE = 512                 # latent dims: the value, and the first part of the key
@@ -137,13 +168,34 @@ def _e2m1_times(code, scale):
 
 
 @triton.jit
+def _to_e4m3(x, scale):
+    """x / scale as OCP fp8 e4m3, rounded as harness.quant.quantize_fp8 rounds it: fp32 division
+    rounded to nearest, saturated at E4M3_MAX (448), rounded to the nearest e4m3, ties to even.
+    That last rounding is done here, exactly, in fp32, so the conversion only changes the format:
+    Triton 3.9's interpreter rounds fp32 -> fp8 wrongly where rounding carries into the exponent
+    (126.5 becomes 64, not 128)."""
+    x = tl.clamp(tl.div_rn(x.to(tl.float32), scale), -448.0, 448.0)
+    bits = x.to(tl.int32, bitcast=True)        # normal e4m3 (|x| >= 2**-6): keep 3 mantissa bits
+    normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000).to(tl.float32, bitcast=True)
+    tiny = (x + 24576.0) - 24576.0             # subnormal e4m3: multiples of 2**-9 = ulp(1.5 * 2**14)
+    return tl.where(tl.abs(x) < 0.015625, tiny, normal).to(tl.float8e4nv)
+
+
+@triton.jit
 def _load_fp4_raw(packed_ptr, scale_ptr, kv_row, kv_end, FIRST_BLOCK: tl.constexpr, NUM_BLOCKS: tl.constexpr,
-                  stride_packed_row, stride_scale_row, MX_BLOCK: tl.constexpr):
+                  stride_packed_row, stride_scale_row, MX_BLOCK: tl.constexpr, ROW_MAJOR: tl.constexpr = False):
     """Bytes of blocks FIRST_BLOCK.. of cache rows kv_row as (rows, blocks, bytes per block), and
     each block's e8m0 exponent as (rows, blocks). Rows at or past kv_end read as zeros."""
     BLOCK_BYTES: tl.constexpr = MX_BLOCK // 2
     block = FIRST_BLOCK + tl.arange(0, NUM_BLOCKS)
     n_ok = kv_row < kv_end
+    if ROW_MAJOR:  # the QK_SCALED path: rows as tl.dot_scaled takes them; on AMD, wide LDS stores
+        byte = block[None, :, None] * BLOCK_BYTES + tl.arange(0, BLOCK_BYTES)[None, None, :]
+        packed = tl.load(packed_ptr + kv_row[:, None, None] * stride_packed_row + byte, mask=n_ok[:, None, None],
+                         other=0)
+        exponent = tl.load(scale_ptr + kv_row[:, None] * stride_scale_row + block[None, :], mask=n_ok[:, None],
+                           other=0)
+        return packed, exponent
     # Loaded as (blocks, rows, bytes) and permuted: Triton then spreads a warp's lanes along a row's
     # blocks, and the decoded tile reaches shared memory in 16-byte stores instead of 2-byte ones.
     byte = block[:, None, None] * BLOCK_BYTES + tl.arange(0, BLOCK_BYTES)[None, None, :]
@@ -205,12 +257,13 @@ def _decode_fp4(packed, exponent, DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.conste
 def _mla_decode_kernel(
     q_ptr, packed_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr,
     out_ptr, part_out_ptr, part_lse_ptr,
+    q_scale_ptr,                                 # the query's fp8 scale (QK_SCALED), else None
     qk_scale,                                    # sm_scale * log2(e)
     stride_q_row, stride_q_head, stride_packed_row, stride_scale_row,
     NUM_HEADS: tl.constexpr, D_NOPE: tl.constexpr, D_ROPE: tl.constexpr, MX_BLOCK: tl.constexpr,
     Q_ROWS: tl.constexpr, Q_GROUPS: tl.constexpr,
     NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, PTX_DECODE: tl.constexpr, QK_SCALED: tl.constexpr,
 ):
     M: tl.constexpr = Q_ROWS * NUM_HEADS
     HALF_NOPE: tl.constexpr = D_NOPE // 2        # bytes (= even or odd elements) of the latent part
@@ -232,6 +285,9 @@ def _mla_decode_kernel(
     byte_nope = tl.arange(0, HALF_NOPE)          # byte c holds elements 2c (low) and 2c+1 (high)
     byte_rope = HALF_NOPE + tl.arange(0, HALF_ROPE)
     offs_n = tl.arange(0, BLOCK_N)
+    if QK_SCALED:  # the scores come out in units of the fp8 query's scale
+        q_scale = tl.load(q_scale_ptr)
+        qk_scale = qk_scale * q_scale
 
     # Query rows of this sequence, Q_ROWS at a time; groups interleave so that uniform q_seq_len
     # <= Q_ROWS * Q_GROUPS means exactly one pass per program.
@@ -242,11 +298,17 @@ def _mla_decode_kernel(
         head = offs_m % NUM_HEADS
         row_ok = q_row < q_end
         q_base = q_ptr + q_row[:, None] * stride_q_row + head[:, None] * stride_q_head
-        # The query split into even and odd columns, matching the low and high nibbles.
-        q_nope_even = tl.load(q_base + 2 * byte_nope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
-        q_nope_odd = tl.load(q_base + 2 * byte_nope[None, :] + 1, mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
-        q_rope_even = tl.load(q_base + 2 * byte_rope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
-        q_rope_odd = tl.load(q_base + 2 * byte_rope[None, :] + 1, mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+        if QK_SCALED:  # the query as fp8 e4m3 in natural column order, for the scaled products
+            q_nope = _to_e4m3(tl.load(q_base + tl.arange(0, D_NOPE)[None, :], mask=row_ok[:, None], other=0.0),
+                              q_scale)
+            q_rope = _to_e4m3(tl.load(q_base + D_NOPE + tl.arange(0, D_ROPE)[None, :], mask=row_ok[:, None],
+                                      other=0.0), q_scale)
+        else:
+            # The query split into even and odd columns, matching the low and high nibbles.
+            q_nope_even = tl.load(q_base + 2 * byte_nope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+            q_nope_odd = tl.load(q_base + 2 * byte_nope[None, :] + 1, mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+            q_rope_even = tl.load(q_base + 2 * byte_rope[None, :], mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
+            q_rope_odd = tl.load(q_base + 2 * byte_rope[None, :] + 1, mask=row_ok[:, None], other=0.0).to(DOT_DTYPE)
 
         m_i = tl.full([M], float("-inf"), tl.float32)    # running max (log2 units)
         l_i = tl.zeros([M], tl.float32)                  # running softmax denominator
@@ -256,24 +318,34 @@ def _mla_decode_kernel(
         # Register double buffering: the raw bytes of the next tile are requested before the
         # current tile is decoded and used, so a load is always in flight while the ALUs decode.
         raw_nope, exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, 0, NOPE_BLOCKS,
-                                           stride_packed_row, stride_scale_row, MX_BLOCK)
+                                           stride_packed_row, stride_scale_row, MX_BLOCK, QK_SCALED)
         raw_rope, exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, chunk_start + offs_n, chunk_end, NOPE_BLOCKS,
-                                           ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK)
+                                           ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK, QK_SCALED)
         for n0 in range(chunk_start, chunk_end, BLOCK_N):
             n_ok = n0 + offs_n < chunk_end
             next_row = n0 + BLOCK_N + offs_n
             next_raw_nope, next_exp_nope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, 0, NOPE_BLOCKS,
-                                                         stride_packed_row, stride_scale_row, MX_BLOCK)
+                                                         stride_packed_row, stride_scale_row, MX_BLOCK, QK_SCALED)
             next_raw_rope, next_exp_rope = _load_fp4_raw(packed_ptr, scale_ptr, next_row, chunk_end, NOPE_BLOCKS,
-                                                         ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK)
-            # Decode the tile once: its 512 latent dims serve as key part and as value.
-            k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE, PTX_DECODE)
-            k_rope_even, k_rope_odd = _decode_fp4(raw_rope, exp_rope, DOT_DTYPE, PTX_DECODE)
+                                                         ROPE_BLOCKS, stride_packed_row, stride_scale_row, MX_BLOCK,
+                                                         QK_SCALED)
+            if QK_SCALED:
+                # Keys straight from the packed bytes (K = 512 + 64, the block exponents along K);
+                # only the 512 value dims are decoded.
+                k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE, PTX_DECODE)
+                s = tl.dot_scaled(q_nope, None, "e4m3", tl.trans(tl.reshape(raw_nope, (BLOCK_N, HALF_NOPE))),
+                                  exp_nope, "e2m1")
+                s = tl.dot_scaled(q_rope, None, "e4m3", tl.trans(tl.reshape(raw_rope, (BLOCK_N, HALF_ROPE))),
+                                  exp_rope, "e2m1", s)
+            else:
+                # Decode the tile once: its 512 latent dims serve as key part and as value.
+                k_nope_even, k_nope_odd = _decode_fp4(raw_nope, exp_nope, DOT_DTYPE, PTX_DECODE)
+                k_rope_even, k_rope_odd = _decode_fp4(raw_rope, exp_rope, DOT_DTYPE, PTX_DECODE)
 
-            s = tl.dot(q_nope_even, tl.trans(k_nope_even))
-            s = tl.dot(q_nope_odd, tl.trans(k_nope_odd), s)
-            s = tl.dot(q_rope_even, tl.trans(k_rope_even), s)
-            s = tl.dot(q_rope_odd, tl.trans(k_rope_odd), s)
+                s = tl.dot(q_nope_even, tl.trans(k_nope_even))
+                s = tl.dot(q_nope_odd, tl.trans(k_nope_odd), s)
+                s = tl.dot(q_rope_even, tl.trans(k_rope_even), s)
+                s = tl.dot(q_rope_odd, tl.trans(k_rope_odd), s)
             s = tl.where(n_ok[None, :], s * qk_scale, float("-inf"))
 
             m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -350,6 +422,8 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     q_groups = -(-avg_q // q_rows)
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
+    qk_scaled = QK_DOT_SCALED == "all" or (QK_DOT_SCALED == "gfx950" and amd and str(
+        getattr(torch.cuda.get_device_properties(device), "gcnArchName", "")).startswith("gfx950"))
     launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
     block_n = launch["block_n"]
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
@@ -369,6 +443,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
         q_rows=q_rows, q_groups=q_groups, splits=splits,
         dot_dtype=tl.float32 if interpreted else tl.bfloat16,
         ptx_decode=not interpreted and not amd and PTX_DECODE,
+        qk_scaled=qk_scaled,
         block_n=block_n,
         options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
     )
@@ -439,13 +514,15 @@ def custom_kernel(data) -> torch.Tensor:
     out = torch.empty(total_q, NUM_HEADS, D_NOPE, dtype=torch.bfloat16, device=q.device)
     if total_q == 0 or batch == 0:
         return out
+    # The fp8 query's per-tensor scale (task.yml's precision contract), on the device: no sync.
+    q_scale = q.abs().amax().float().clamp(min=1e-12) / E4M3_MAX if plan["qk_scaled"] else None
     _launch(plan, _mla_decode_kernel, plan["grid"],
-            (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"],
+            (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], q_scale,
              sm_scale * LOG2E, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0)),
             dict(NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, MX_BLOCK=MX_BLOCK,
                  Q_ROWS=plan["q_rows"], Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"],
                  BLOCK_N=plan["block_n"], DOT_DTYPE=plan["dot_dtype"],
-                 PTX_DECODE=plan["ptx_decode"]),
+                 PTX_DECODE=plan["ptx_decode"], QK_SCALED=plan["qk_scaled"]),
             plan["options"])
     if plan["splits"] > 1:
         _launch(plan, _combine_splits_kernel, plan["combine_grid"],

@@ -1,6 +1,7 @@
 """The cross-compile report (harness/crosscompile.py): Triton kernels captured on the CPU, compiled
 offline for AMD targets, with the compiler's own numbers and named messages for the usual traps."""
 
+import ast
 import json
 import re
 import sys
@@ -88,6 +89,75 @@ def _sandbox_problem():
     from harness.launch import sandbox_problem
 
     return sandbox_problem()
+
+
+COMPETITION_TASK = ROOT / "tasks" / "competition" / "task.yml"
+
+
+def _on_rocm(name: str, dot_dtype: str) -> dict:
+    """cross_compile_report's overrides for what a bundled file launches on a ROCm GPU: its GPU dot
+    operand type (the interpreter's is fp32) and its AMD plan, AMD_LAUNCH's tile and launch shape and
+    AMD_LAUNCH_OPTIONS, read from the source (this process never imports the file). Launch options
+    apply to every launch: the combine kernel's defaults (4 warps, 2 stages) are the AMD plan's too."""
+    plan = {}
+    for node in ast.parse((ROOT / "submissions" / name).read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("AMD_LAUNCH", "AMD_LAUNCH_OPTIONS"):
+            value = node.value
+            plan[node.targets[0].id] = ({k.arg: ast.literal_eval(k.value) for k in value.keywords}
+                                        if isinstance(value, ast.Call) else ast.literal_eval(value))
+    launch = plan["AMD_LAUNCH"]
+    options = {"num_warps": launch["num_warps"], "num_stages": launch["num_stages"], **plan["AMD_LAUNCH_OPTIONS"]}
+    return dict(constexprs=[f"DOT_DTYPE={dot_dtype}", f"BLOCK_N={launch['block_n']}"],
+                options=[f"{key}={value}" for key, value in options.items()])
+
+
+def _numbers(row: dict) -> dict:
+    """What a failed assertion shows of a row."""
+    keys = ("kernel", "target", "status", "error", "vgpr", "agpr", "sgpr", "spill_vgpr", "spill_sgpr",
+            "scratch_bytes", "lds_bytes", "occupancy", "matrix", "notes")
+    return {key: row[key] for key in keys} | {"NUM_SPLITS": row["constexprs"].get("NUM_SPLITS")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, dot_dtype, mfma", [
+    ("triton_fp8.py", "fp16", r"v_mfma_f32_\w+_f16"),
+    ("triton_mxfp4.py", "bf16", r"v_mfma_f32_\w+_bf16"),
+])
+def test_fp8_and_mxfp4_compile_for_both_amd_targets_without_scratch_on_mfma(name, dot_dtype, mfma):
+    """CI gate: triton_fp8.py and triton_mxfp4.py (its portable path, every target but gfx950's
+    dot_scaled one) as they launch on ROCm compile for gfx950 and gfx942, no kernel spills to
+    scratch memory, and the decode kernel's matrix products all run as MFMA of its operand type.
+    The competition task's two small cases launch both decode epilogues (one split, the bf16 output;
+    two, the fp32 partials) and the combine kernel; the main task's first case launches only one
+    split. On gfx942 fp8's decode kernel moves ~480 SGPRs into VGPR lanes (no scratch, allowed): the
+    CPU capture passes OCP e4m3 where MI300 gets fnuz, with which nothing spills."""
+    rows = cross_compile_report(ROOT / "submissions" / name, ["gfx950", "gfx942"], COMPETITION_TASK, cases=2,
+                                **_on_rocm(name, dot_dtype))
+    assert {(r["kernel"], r["target"]) for r in rows} == {
+        (k, t) for k in ("_mla_decode_kernel", "_combine_splits_kernel") for t in ("gfx950", "gfx942")}
+    for row in rows:
+        assert row["status"] == "compiled" and row["scratch_bytes"] == 0 and row["spill_vgpr"] == 0, _numbers(row)
+    decode = [r for r in rows if r["kernel"] == "_mla_decode_kernel"]
+    assert {r["constexprs"]["NUM_SPLITS"] for r in decode} == {1, 2}
+    for row in decode:
+        assert row["constexprs"]["DOT_DTYPE"] == {"dtype": dot_dtype} and not row["constexprs"].get("QK_SCALED")
+        assert row["matrix"] and all(re.fullmatch(mfma, instr) for instr in row["matrix"]), _numbers(row)
+
+
+@pytest.mark.slow
+def test_mxfp4_dot_scaled_path_uses_scaled_mfma_on_gfx950_without_spills(monkeypatch):
+    """triton_mxfp4.py's gfx950 path (QK_DOT_SCALED, forced on for the capture through its environment
+    variable; the launch is otherwise its AMD plan): q.K^T compiles to the fp8 x fp4 scaled MFMA, P.V
+    to bf16 MFMA, with no spills at all. (Its correctness: tests/test_mxfp4_dot_scaled.py.)"""
+    monkeypatch.setenv("MXFP4_QK_DOT_SCALED", "all")
+    rows = cross_compile_report(ROOT / "submissions" / "triton_mxfp4.py", ["gfx950"], TASK, cases=1,
+                                **_on_rocm("triton_mxfp4.py", "bf16"))
+    (row,) = rows
+    assert row["kernel"] == "_mla_decode_kernel" and row["constexprs"]["QK_SCALED"] is True
+    assert row["status"] == "compiled", _numbers(row)
+    assert (row["spill_vgpr"], row["spill_sgpr"], row["scratch_bytes"]) == (0, 0, 0), _numbers(row)
+    assert any(re.fullmatch(r"v_mfma_scale_f32_\w+_f8f6f4", instr) for instr in row["matrix"]), _numbers(row)
+    assert any(re.fullmatch(r"v_mfma_f32_\w+_bf16", instr) for instr in row["matrix"]), _numbers(row)
 
 
 @pytest.mark.slow
