@@ -68,7 +68,7 @@ if [[ $STEPS == *seeds* ]]; then  # fresh seeds, audited, no false rejection
   for seed in ${SEED_LIST:-$(seq 1 ${SEEDS:-20})}; do
     (( $(date +%s) < ${SEEDS_UNTIL:-9999999999} )) || break
     run seeds python3 eval.py --mode leaderboard --budget ${SEED_BUDGET:-0.05} --no-progress --db $DB --logs $LOGS \
-      --sandbox require --seed $((seed * 7919)) ${SEED_SUBMISSIONS:---submission submissions/triton_bf16.py \
+      --sandbox require --seed $((seed * 7919)) --json "$OUT/seed_$seed.json" ${SEED_SUBMISSIONS:---submission submissions/triton_bf16.py \
       --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py --submission submissions/torch_batched.py}
   done
   grep -c "^exit 0" "$OUT/seeds.txt"
