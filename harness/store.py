@@ -45,6 +45,12 @@ CREATE TABLE IF NOT EXISTS submissions (
     scan TEXT NOT NULL DEFAULT '',   -- kernelguard classification
     flags TEXT NOT NULL DEFAULT '[]' -- JSON list of kernelguard findings (for review; not a verdict)
 );
+CREATE TABLE IF NOT EXISTS compile_reports (  -- --mode compile: each submission's cross-compile report
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    path TEXT NOT NULL,
+    targets TEXT NOT NULL,           -- JSON list: gfx950, gfx942, sm_90, ...
+    report TEXT NOT NULL             -- JSON: harness/crosscompile.py's rows, or {"error": ...}
+);
 CREATE TABLE IF NOT EXISTS bandwidth (   -- measured once per device, reused by later runs
     device TEXT PRIMARY KEY,
     bytes_per_s REAL NOT NULL,
@@ -157,6 +163,16 @@ class Store:
                      "; ".join(c.warnings), d.ci_rel if d else None,
                      c.audit_s * 1e6 if c.audit_s is not None else None,
                      label(c.args) if label and c.args else None))
+
+    def add_compile_report(self, run_id: int, path: str, targets: list[str], report: Any) -> None:
+        with self.db:
+            self.db.execute("INSERT INTO compile_reports (run_id, path, targets, report) VALUES (?, ?, ?, ?)",
+                            (run_id, path, json.dumps(targets), json.dumps(report, default=str)))
+
+    def compile_reports(self, run_id: int) -> dict[str, Any]:
+        """{submission path: its report} of a --mode compile run."""
+        rows = self.db.execute("SELECT path, report FROM compile_reports WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return {path: json.loads(report) for path, report in rows}
 
     def bandwidth(self, device: str) -> Optional[float]:
         row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()

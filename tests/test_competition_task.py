@@ -46,3 +46,25 @@ def test_the_competition_task_says_before_the_run_that_its_check_is_lax(tmp_path
 def test_a_file_failing_both_is_told_so(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "test", "--submission", str(ROOT / "tests" / "zoo" / "wrong_shape.py")) == 1
     assert "fails amd-mixed-mla-competition's tests too (0 of 2 pass;" in capsys.readouterr().err
+
+
+PASSED_THERE = [ROOT / "submissions" / n for n in ("torch_batched.py", "torch_loop.py", "triton_bf16.py",
+                                                     "triton_fp8.py", "triton_mxfp4.py")] + \
+    [ROOT / "tests" / "competition" / n for n in ("fp8_reference_style.py", "mxfp4_scales_style.py")]
+
+
+@pytest.mark.parametrize("path", PASSED_THERE, ids=[p.name for p in PASSED_THERE])
+def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, path):
+    """Every bundled kernel and the competition-style files (mxfp4 ones included, which the default
+    task's inputs make 24-34% off the fp8 reference) pass the competition's inputs and check."""
+    import dataclasses
+
+    from harness.engine import RunContext, evaluate
+    from harness.problem import load_problem
+    from harness.spec import Timeouts
+
+    task = load_problem(ROOT / "tasks" / "competition" / "task.yml")
+    task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, timeouts=Timeouts(120, 30, 60)))
+    result = evaluate(path, RunContext(task, cpu, small=True, log_dir=tmp_path), "test")
+    assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
+    assert all("0 of" in c.reason and "kv=fp8,q=fp8" in c.reason for c in result.cases)

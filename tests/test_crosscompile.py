@@ -429,4 +429,11 @@ def test_eval_mode_compile_prints_and_exports_the_report(tmp_path, capsys):
     rows = next(iter(doc["submissions"].values()))
     assert doc["targets"] == ["gfx950"] and rows and {r["target"] for r in rows} == {"gfx950"}
     assert code == (0 if all(r["status"] == "compiled" for r in rows) else 1)
+    from harness.store import Store  # stored with the run, as exported
+
+    store = Store(tmp_path / "r.db")
+    (run,) = store.runs()
+    assert run["mode"] == "compile" and run["status"] == "complete"
+    assert store.compile_reports(run["id"]) == json.loads(json.dumps(doc["submissions"], default=str))
     assert cli(tmp_path, "--mode", "compile", "--target", "gfx1", "--submission", str(ROOT / "submissions" / "triton_bf16.py")) == 2
+    assert len(store.runs()) == 1  # a bad target is refused before a run is stored

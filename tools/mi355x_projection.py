@@ -3,10 +3,11 @@ bytes a kernel must move can take at MI355X's peak HBM bandwidth, beside the H20
 and what the gfx950 compile report says of the kernel. A projection, not a measurement: nothing
 here ran on an MI355X.
 
-Usage (repo root; both exports optional):
-    python tools/mi355x_projection.py [--h200 LEADERBOARD.json] [--compile COMPILE.json]
+Usage (repo root; both optional):
+    python tools/mi355x_projection.py [--h200 LEADERBOARD.json] [--compile triton_fp8=REPORT.json ...]
 LEADERBOARD.json: `eval.py --mode leaderboard --json` from a GPU run of the bundled kernels;
-COMPILE.json: `eval.py --mode compile --target gfx950 --json` of the same files.
+REPORT.json: a gfx950 compile report of a file's AMD plan (`python -m harness.crosscompile --json`,
+the commands in BENCHMARKS.md session 8) or `eval.py --mode compile --json`.
 """
 
 from __future__ import annotations
@@ -47,46 +48,56 @@ def h200_times(path: str | None) -> dict[tuple[str, str], float]:
             if r.get("kind") == "benchmark" and r.get("case_ok") and r.get("median_us")}
 
 
-def compile_notes(path: str | None) -> dict[str, str]:
-    """{file stem: what gfx950's compile report says of its decode kernel}."""
-    if not path:
-        return {}
+def compile_notes(pairs: list[str]) -> dict[str, str]:
+    """{file stem: what gfx950's compile report says of its decode kernel}, from FILE_STEM=REPORT
+    pairs; REPORT: `python -m harness.crosscompile --json` (a file's GPU plan, --set / --option)
+    or `eval.py --mode compile --json` (the kernels as the CPU run launched them)."""
     notes = {}
-    for file, rows in json.loads(Path(path).read_text())["submissions"].items():
-        main = [r for r in rows if isinstance(r, dict) and r.get("kernel") == DECODE_KERNEL
-                and r.get("target") == "gfx950" and r.get("status") == "compiled"] if isinstance(rows, list) else []
+    for pair in pairs:
+        stem, _, path = pair.partition("=")
+        doc = json.loads(Path(path).read_text())
+        rows = doc if isinstance(doc, list) else [r for rs in doc["submissions"].values() if isinstance(rs, list)
+                                                   for r in rs]
+        main = [r for r in rows if r.get("kernel") == DECODE_KERNEL and r.get("target") == "gfx950"
+                and r.get("status") == "compiled"]
         if not main:
-            notes[Path(file).stem] = "no gfx950 compile of the decode kernel"
+            notes[stem] = "no gfx950 compile of the decode kernel"
             continue
         waves = min(r["occupancy"] or 0 for r in main)
         spills = max(r.get("scratch_bytes") or 0 for r in main)
-        text = f"{waves} wave(s)/SIMD" + (f", {spills} B scratch" if spills else ", no spills")
+        scaled = any("scale" in m for r in main for m in r.get("matrix", []))
+        text = f"{max(r['vgpr'] for r in main)} VGPRs, {waves} wave(s)/SIMD" + (
+            f", {spills} B scratch" if spills else ", no spills") + (", scaled MFMA" if scaled else "")
         if waves < FEW_WAVES:
-            text += ": too few waves to hide memory latency, expect well under the floor's bandwidth"
-        notes[Path(file).stem] = text
+            text += ": one wave per SIMD leaves little to hide memory latency with"
+        notes[stem] = text
     return notes
 
 
 def table(h200: dict, notes: dict) -> str:
     spec = load_task(ROOT / "task.yml")
-    lines = ["| case | KV format | bytes moved | MI355X floor µs (projection, 8.0 TB/s) | H200 measured µs | "
-             "gfx950 compile report (decode kernel) |", "|---|---|---|---|---|---|"]
+    head = " | ".join(f"{f}: MI355X floor / H200" for f in FORMATS)
+    lines = [f"| case | {head} |", "|---|" + "---|" * len(FORMATS)]
     for case in spec.cases("benchmark"):
         label = reference.case_label(case.args)
+        cells = []
         for fmt, n in bytes_per_case(case.args).items():
-            stem = FORMATS[fmt]
-            measured = h200.get((stem, label))
-            lines.append(f"| {label} | {fmt} | {n / 1e6:.1f} MB | {n / MI355X_BYTES_PER_S * 1e6:.1f} | "
-                         f"{'-' if measured is None else f'{measured:.1f}'} | {notes.get(stem, '-')} |")
+            measured = h200.get((FORMATS[fmt], label))
+            cells.append(f"{n / MI355X_BYTES_PER_S * 1e6:.1f} / {'-' if measured is None else f'{measured:.1f}'}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- {stem} on gfx950 (decode kernel): {note}" for stem, note in notes.items()]
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--h200", help="leaderboard JSON export from an H200 run")
-    parser.add_argument("--compile", help="compile-mode JSON export (gfx950)")
+    parser.add_argument("--compile", action="append", default=[], metavar="FILE_STEM=REPORT",
+                        help="a gfx950 compile report's JSON for a bundled file, e.g. triton_mxfp4=mx.json")
     args = parser.parse_args()
-    print("Projection, not a measurement: the MI355X column is bytes / peak bandwidth, a floor no kernel beats.")
+    print("Projection, not a measurement: µs per call; MI355X floor = the bytes a kernel must move / 8.0 TB/s "
+          "(peak HBM), which no kernel beats; H200 = measured.")
     print(table(h200_times(args.h200), compile_notes(args.compile)))
     return 0
 
