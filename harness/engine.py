@@ -303,23 +303,37 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     device_times: list[float] = []
     host_times: list[float] = []
     tails: list[float] = []
+    matched = [""]  # the last output's verdict text ("matches kv=..., rel L2 ...")
     next_seed = ctx.timed_seeds(case)
     start = time.monotonic()
-    while not should_stop(device_times, time.monotonic() - start, timing.min_runs, timing.max_runs,
-                          timing.max_seconds, timing.target_rel_ci):
-        inputs.refill(next_seed())  # fresh inputs from a secret seed for every timed call
-        verdict, call_timing = inputs.call(timed=True, deadline=deadline)
-        if not verdict.ok:
-            return _result(case, False, f"timed call {len(device_times) + 1}: {verdict.reason}")
-        device_times.append(call_timing.device_s)
-        host_times.append(call_timing.host_s)
-        tails.append(call_timing.tail_s)
-        progress("call", case=case, done=len(device_times), total=timing.max_runs)
-    issue = tail_problem(tails, device_times)
+
+    def timed_calls(more: Callable[[], bool]) -> Optional[str]:
+        """Timed calls while `more()`, each on fresh inputs from a secret seed, each output checked;
+        the first failure's reason, or None."""
+        while more():
+            inputs.refill(next_seed())
+            verdict, call_timing = inputs.call(timed=True, deadline=deadline)
+            if not verdict.ok:
+                return f"timed call {len(device_times) + 1}: {verdict.reason}"
+            device_times.append(call_timing.device_s)
+            host_times.append(call_timing.host_s)
+            tails.append(call_timing.tail_s)
+            progress("call", case=case, done=len(device_times), total=timing.max_runs)
+            matched[0] = verdict.reason
+        return None
+
+    failed = timed_calls(lambda: not should_stop(device_times, time.monotonic() - start, timing.min_runs,
+                                                 timing.max_runs, timing.max_seconds, timing.target_rel_ci))
+    issue = failed or tail_problem(tails, device_times)
+    if issue and not failed and len(device_times) < timing.max_runs:
+        # A case's first calls can leave long synchronizes (H200, --budget 0.05: honest median tails
+        # of 51-59 µs over 10 calls, 12-20 µs over 100): up to max_runs calls confirm a tail first.
+        failed = timed_calls(lambda: len(device_times) < timing.max_runs and time.monotonic() < deadline - 1)
+        issue = failed or tail_problem(tails, device_times)
     if issue:
         return _result(case, False, issue)
     device = summarize(device_times)
-    return _result(case, True, verdict.reason, device=device, host=summarize(host_times), samples=tuple(device_times),
+    return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
                                                           timing.target_rel_ci))

@@ -151,3 +151,42 @@ def test_flush_ops_are_valid_torch_calls():
     timer._sync, timer._host_estimate, timer.flush_s, timer.flush = (lambda: None), 1e-4, 1e-5, "write+read"
     timer.prepare()
     assert int(timer.buffer.sum()) == 0 and float(timer._sink) == 0.0  # written, then read back
+
+
+class _ScriptedCalls:
+    """Stands in for the engine's inputs of one case: every output passes, each timed call reports
+    the next scripted sync tail (device time 20 µs)."""
+
+    def __init__(self, ctx, case, tails):
+        self.ctx, self.case, self.box, self.tails = ctx, case, None, iter(tails)
+        self.pristine = ctx.problem.generate(case.args, case.seed, ctx.device.torch_device)
+
+    def refill(self, seed):
+        pass
+
+    def call(self, timed, deadline, mark=None):
+        from harness.timing import CallTiming
+        from harness.verdict import Verdict
+
+        return Verdict(True, "matches"), CallTiming(20e-6, 30e-6, next(self.tails) if timed else 0.0, ())
+
+
+@pytest.mark.parametrize("tails,ok,runs", [
+    ([15e-6] * 100, True, 10),                         # clean: stops at min_runs
+    ([60e-6] * 10 + [15e-6] * 90, True, 100),          # long first synchronizes: confirmed on 100, passes
+    ([90e-6] * 100, False, 100),                       # work on a side stream: still over the line on 100
+])
+def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu, tmp_path, tails, ok, runs):
+    import dataclasses
+
+    from harness.engine import RunContext, _benchmark_case
+    from harness.spec import Timing
+
+    spec = dataclasses.replace(problem.spec, timing=Timing(warmup_calls=0, min_runs=10, max_runs=100,
+                                                           max_seconds=1e-9, target_rel_ci=1e-9))
+    ctx = RunContext(dataclasses.replace(problem, spec=spec), cpu, small=True, log_dir=tmp_path)
+    case = spec.cases("benchmark", small=True)[0]
+    calls = _ScriptedCalls(ctx, case, tails)
+    result = _benchmark_case(calls, "bf16", lambda *a, **k: None)
+    assert result.ok is ok and len(list(calls.tails)) == 100 - runs
+    assert ok or "median 90 µs after the end event" in result.reason
