@@ -33,9 +33,8 @@ OUTLIER_CHANNELS = 8
 OUTLIER_GAIN = 6.0
 HEAD_TEMPERATURES = (0.6, 1.8)  # q scale of the first and last head, geometric in between
 ROPE_GAIN = 3.0  # RoPE dims of q and k scaled up: which tokens matter is decided outside V
-# style="competition": the competition's own inputs, plain randn times this for q and the cache.
-# Outputs are then ~1e-3, so its check (atol 1e-2) also passes an all-zero output.
-COMPETITION_SCALE = 0.02
+# style="competition": the competition's final inputs (its reference.py of 2026-03-18: plain unit
+# randn for q and the cache, no outlier channels, heads alike, RoPE dims as the rest).
 INPUT_STYLES = ("default", "competition")
 
 input_t = tuple  # (q, kv_data, qo_indptr, kv_indptr, config)
@@ -48,7 +47,7 @@ def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
     """Inputs for one case. Lengths come from the case (`kvseqlens` for a ragged batch, else
     `kvseqlen` for every sequence); values come from `seed`. Same seed, same device: same data.
     `style`: "default" (outlier channels, heads of different sharpness, scaled RoPE dims: a wrong
-    kernel shows) or "competition" (the competition's plain randn * 0.02 for q and the cache)."""
+    kernel shows) or "competition" (the competition's final inputs: plain randn for q and the cache)."""
     if style not in INPUT_STYLES:
         raise ValueError(f"style must be one of {', '.join(INPUT_STYLES)}, got {style!r}")
     dev = torch.device(device) if device else detect().torch_device
@@ -59,8 +58,8 @@ def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
     gen = torch.Generator(device=dev).manual_seed(seed)
 
     if style == "competition":
-        q = torch.randn((total_q, NUM_HEADS, QK_HEAD_DIM), generator=gen, device=dev) * COMPETITION_SCALE
-        kv = torch.randn((total_kv, NUM_KV_HEADS, QK_HEAD_DIM), generator=gen, device=dev) * COMPETITION_SCALE
+        q = torch.randn((total_q, NUM_HEADS, QK_HEAD_DIM), generator=gen, device=dev)
+        kv = torch.randn((total_kv, NUM_KV_HEADS, QK_HEAD_DIM), generator=gen, device=dev)
     else:
         head_scale = torch.logspace(math.log10(HEAD_TEMPERATURES[0]), math.log10(HEAD_TEMPERATURES[1]),
                                     NUM_HEADS, device=dev).view(1, NUM_HEADS, 1)

@@ -168,7 +168,7 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
 
         lax = lax_check(other.problem, ctx.device, ctx.small)
         return f"passes {name}'s {passed} test case(s) (--task {companion.parent.name} ranks it there)" + (
-            f"; but that proves little: its {lax}" if lax else "")
+            f"; note: its {lax}" if lax else "")
     why = result.error or next((f"{ctx.problem.label(c.args)}: {c.reason}" for c in result.cases if not c.ok), "")
     return f"fails {name}'s tests too ({passed} of {len(result.cases)} pass; {why[:200]})"
 

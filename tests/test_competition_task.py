@@ -10,14 +10,17 @@ pytestmark = pytest.mark.slow  # eval.py end to end, two tasks
 
 FILE = str(ROOT / "tests" / "competition" / "assumes_decode_shape.py")
 SEED = ("--seed", "5")  # the same inputs every time: these tests are about the tasks' wiring
-LAX = "its check 'competition' on test 2×64: it passes 6 cheap wrong answer(s) (zeros, mean of V,"
+SKIPS_TAIL = str(ROOT / "tests" / "competition" / "skips_sequence_tail.py")
+LAX = ("check 'competition' on test 2×64: it passes 4 cheap wrong answer(s) (scores without the 64 RoPE dims, "
+       "first 95% of tokens, last 95% of tokens, random 95% of tokens)")
 
 
 def test_a_competition_shaped_file_is_told_it_passes_the_competitions_cases(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "test", *SEED, "--submission", FILE) == 1
     out = capsys.readouterr()
-    assert "FAIL" in out.out
-    assert "passes amd-mixed-mla-competition's 2 test case(s) (--task competition ranks it there)" in out.err
+    err = " ".join(out.err.split())  # (the console wraps long lines)
+    assert "FAIL" in out.out and "warning: check" not in err  # the default task's check tells them apart
+    assert "passes amd-mixed-mla-competition's 2 test case(s) (--task competition ranks it there); note: its " + LAX in err
 
 
 def test_the_competition_task_by_name_passes_it(tmp_path, capsys):
@@ -27,24 +30,19 @@ def test_the_competition_task_by_name_passes_it(tmp_path, capsys):
     assert "FAIL" not in out.out and "passes amd-mixed-mla" not in out.err
 
 
-def test_zeros_are_told_the_competition_would_pass_them_and_why_that_says_little(tmp_path, capsys):
-    """On the competition's inputs (randn * 0.02) every output is ~1e-3, inside its atol of 1e-2."""
-    assert cli(tmp_path, "--mode", "test", *SEED, "--submission", str(ROOT / "tests" / "zoo" / "zeros.py")) == 1
-    err = " ".join(capsys.readouterr().err.split())  # (the console wraps long lines)
-    assert "passes amd-mixed-mla-competition's 2 test case(s)" in err and "; but that proves little: " + LAX in err
-    assert "warning: check" not in err  # the default task's own check tells its null models apart
-
-
-def test_the_competition_task_says_before_the_run_that_its_check_is_lax(tmp_path, capsys):
-    assert cli(tmp_path, "--task", "competition", "--mode", "test", *SEED,
-               "--submission", str(ROOT / "tests" / "zoo" / "zeros.py")) == 0
-    assert "warning: " + LAX[4:] in " ".join(capsys.readouterr().err.split())
+def test_the_competition_task_says_before_the_run_that_its_check_passes_wrong_answers(tmp_path, capsys):
+    """A kernel that leaves out the last 5% of each sequence's tokens passes the competition's check
+    (as the competition would have passed it), and the run says before it starts that this check
+    passes such answers; the strict check and the default task reject it."""
+    assert cli(tmp_path, "--task", "competition", "--mode", "test", *SEED, "--submission", SKIPS_TAIL) == 0
+    assert "warning: " + LAX + ": a pass under it proves little" in " ".join(capsys.readouterr().err.split())
     assert cli(tmp_path, "--task", "competition", "--check", "strict", "--mode", "test", *SEED,
-               "--submission", str(ROOT / "tests" / "zoo" / "zeros.py")) == 1
+               "--submission", SKIPS_TAIL) == 1
+    assert cli(tmp_path, "--mode", "test", *SEED, "--submission", SKIPS_TAIL) == 1
 
 
 def test_a_file_failing_both_is_told_so(tmp_path, capsys):
-    assert cli(tmp_path, "--mode", "test", "--submission", str(ROOT / "tests" / "zoo" / "wrong_shape.py")) == 1
+    assert cli(tmp_path, "--mode", "test", "--submission", str(ROOT / "tests" / "zoo" / "zeros.py")) == 1
     assert "fails amd-mixed-mla-competition's tests too (0 of 2 pass;" in capsys.readouterr().err
 
 
@@ -55,8 +53,9 @@ PASSED_THERE = [ROOT / "submissions" / n for n in ("torch_batched.py", "torch_lo
 
 @pytest.mark.parametrize("path", PASSED_THERE, ids=[p.name for p in PASSED_THERE])
 def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, path):
-    """Every bundled kernel and the competition-style files (mxfp4 ones included, which the default
-    task's inputs make 24-34% off the fp8 reference) pass the competition's inputs and check."""
+    """Every bundled kernel and the competition-style files pass the competition's inputs and check
+    (mxfp4 ones included: on the default task's inputs 24-34% of their elements are off by more than
+    the competition's check allows)."""
     import dataclasses
 
     from harness.engine import RunContext, evaluate
@@ -67,4 +66,4 @@ def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, 
     task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, timeouts=Timeouts(120, 30, 60)))
     result = evaluate(path, RunContext(task, cpu, small=True, log_dir=tmp_path), "test")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
-    assert all("0 of" in c.reason and "kv=fp8,q=fp8" in c.reason for c in result.cases)
+    assert all("kv=fp8,q=fp8" in c.reason for c in result.cases)

@@ -125,13 +125,12 @@ def test_competition_policy_reproduces_the_seed_check(problem):
     assert not comp.check(fp8_path.bfloat16() * 0, expected)[0]
 
 
-def test_competition_style_inputs_are_plain_small_randn():
-    """style="competition": q and the cache as the competition's final reference.py draws them
-    (randn * 0.02, no outlier channels, no head temperatures, no RoPE gain): then attention is
-    nearly uniform, which is why the default task draws its inputs differently."""
+def test_competition_style_inputs_are_plain_randn():
+    """style="competition": q and the cache as the competition's final reference.py drew them
+    (unit randn: no outlier channels, no head temperatures, no RoPE gain)."""
     q, kv_data, *_ = R.generate_input(8, 1, 512, seed=3, device="cpu", style="competition")
     kv = kv_data["bf16"].float()
-    assert q.float().std().item() == pytest.approx(0.02, rel=0.05) and kv.std().item() == pytest.approx(0.02, rel=0.05)
+    assert q.float().std().item() == pytest.approx(1.0, rel=0.05) and kv.std().item() == pytest.approx(1.0, rel=0.05)
     per_channel = kv.reshape(-1, 576).std(0)
     assert per_channel.max() / per_channel.min() < 1.5          # no outlier channels
     per_head = q.float().std(dim=(0, 2))
@@ -142,15 +141,17 @@ def test_competition_style_inputs_are_plain_small_randn():
         R.generate_input(2, 1, 64, 1, device="cpu", style="uniform")
 
 
-def test_the_competition_tasks_check_allows_no_element_off():
-    """tasks/competition/task.yml's check, as the competition judged: every element within
-    1e-2 + 1e-2·|expected| of the fp8-q, fp8-KV reference; one element beyond fails."""
+def test_the_competition_tasks_check_allows_five_percent_of_elements_off():
+    """tasks/competition/task.yml's check, as the competition judged MLA outputs: at most 5% of the
+    elements beyond 0.1 + 0.1·|expected| of the fp8-q, fp8-KV reference."""
     params = load_task(ROOT / "tasks" / "competition" / "task.yml").check.policies["competition"]
     data = R.generate_input(2, 1, 64, seed=4, device="cpu", style="competition")
     expected = R.reference_outputs(data)
     right = expected["kv=fp8,q=fp8"].to(torch.bfloat16)
     assert R.check_output(right, expected, "competition", params)[0]
-    off = right.clone()
-    off[1, 3, 7] += 0.02
-    ok, reason = R.check_output(off, expected, "competition", params)
-    assert not ok and "1 of 16384 elements (0.01%) outside rtol=0.01, atol=0.01 (limit 0%)" in reason
+    flat = right.clone().view(-1)
+    flat[: int(0.04 * flat.numel())] += 1.0                      # 4% of the elements far off: passes
+    assert R.check_output(flat.view(right.shape), expected, "competition", params)[0]
+    flat[: int(0.06 * flat.numel())] += 1.0                      # 6%: fails
+    ok, reason = R.check_output(flat.view(right.shape), expected, "competition", params)
+    assert not ok and "983 of 16384 elements (6.00%) outside rtol=0.1, atol=0.1 (limit 5%)" in reason

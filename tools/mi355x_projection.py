@@ -4,7 +4,7 @@ and what the gfx950 compile report says of the kernel. A projection, not a measu
 here ran on an MI355X.
 
 Usage (repo root; both optional):
-    python tools/mi355x_projection.py [--h200 LEADERBOARD.json] [--compile triton_fp8=REPORT.json ...]
+    python tools/mi355x_projection.py [--h200 LEADERBOARD.json ...] [--compile triton_fp8=REPORT.json ...]
 LEADERBOARD.json: `eval.py --mode leaderboard --json` from a GPU run of the bundled kernels;
 REPORT.json: a gfx950 compile report of a file's AMD plan (`python -m harness.crosscompile --json`,
 the commands in BENCHMARKS.md session 8) or `eval.py --mode compile --json`.
@@ -39,13 +39,15 @@ def bytes_per_case(args: dict) -> dict[str, int]:
     return {f: round(at[32][f] + per_token[f] * (args["kvseqlen"] - 32)) for f in FORMATS}
 
 
-def h200_times(path: str | None) -> dict[tuple[str, str], float]:
-    """{(submission file stem, case label): median µs} from a leaderboard's JSON export."""
-    if not path:
-        return {}
-    rows = json.loads(Path(path).read_text())["rows"]
-    return {(Path(r["submission"]).stem, r["case"]): r["median_us"] for r in rows
-            if r.get("kind") == "benchmark" and r.get("case_ok") and r.get("median_us")}
+def h200_times(paths: list[str]) -> dict[tuple[str, str], float]:
+    """{(submission file stem, case label): median µs} from leaderboards' JSON exports (the first
+    export that has a passing case gives its number)."""
+    times: dict[tuple[str, str], float] = {}
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["rows"]:
+            if r.get("kind") == "benchmark" and r.get("case_ok") and r.get("median_us"):
+                times.setdefault((Path(r["submission"]).stem, r["case"]), r["median_us"])
+    return times
 
 
 def compile_notes(pairs: list[str]) -> dict[str, str]:
@@ -92,7 +94,8 @@ def table(h200: dict, notes: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--h200", help="leaderboard JSON export from an H200 run")
+    parser.add_argument("--h200", action="append", default=[], help="leaderboard JSON export from an H200 run "
+                        "(repeatable: a case missing from one is taken from the next)")
     parser.add_argument("--compile", action="append", default=[], metavar="FILE_STEM=REPORT",
                         help="a gfx950 compile report's JSON for a bundled file, e.g. triton_mxfp4=mx.json")
     args = parser.parse_args()
