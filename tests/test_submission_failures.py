@@ -26,7 +26,7 @@ def first_failure(result):
 
 
 CASES = [
-    ("syntax_error.py", "syntax error at line 1"),
+    ("syntax_error.py", "syntax error at line 3"),
     ("needs_aiter.py", "aiter is an AMD ROCm package"),
     ("import_crash.py", "failed while importing: SystemExit: refusing to load"),
     ("no_kernel.py", "defines no custom_kernel"),

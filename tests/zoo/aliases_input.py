@@ -1,3 +1,5 @@
+"""Tries: return a view of its input q with the right answer written into q's memory.
+Must get: rejected: "output tensor shares memory with an input tensor"."""
 import reference
 
 

@@ -1,4 +1,6 @@
-"""Caches by a cheap fingerprint of inputs that do not change with the seed (the index pointers)."""
+"""Tries: cache answers by a cheap fingerprint of inputs that do not change with the seed (the index
+pointers) and replay them.
+Must get: in benchmark mode, rejected: "timed call 1: output differs from the reference"."""
 import reference
 
 _cache = {}

@@ -1,4 +1,6 @@
-"""Caches by the inputs' data pointers (the harness reuses its input buffers between calls)."""
+"""Tries: cache answers by the inputs' data pointers (the harness reuses its input buffers between
+calls) and replay them.
+Must get: in benchmark mode, rejected: "timed call 1: output differs from the reference"."""
 import reference
 
 _cache = {}

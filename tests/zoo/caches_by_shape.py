@@ -1,4 +1,5 @@
-"""Computes once per shape, then replays the cached answer (inputs change between calls)."""
+"""Tries: compute once per shape, then replay the cached answer (inputs change between calls).
+Must get: in benchmark mode, rejected: "timed call 1: output differs from the reference"."""
 import reference
 
 _cache = {}

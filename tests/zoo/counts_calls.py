@@ -1,4 +1,6 @@
-"""Honest for the first calls (warm-up, the correctness check), garbage once it thinks timing started."""
+"""Tries: answer honestly for the first calls (warm-up, the correctness check), then return zeros once
+it thinks timing started.
+Must get: in benchmark mode, rejected: "output differs from the reference"."""
 import reference
 import torch
 

@@ -1,3 +1,5 @@
+"""Tries: a clean-looking exit, sys.exit(0), in the middle of a call.
+Must get: rejected: "exception: SystemExit"."""
 import sys
 
 

@@ -1,4 +1,5 @@
-"""Returns the answer to the previous call's inputs (work done 'ahead', off the timed call)."""
+"""Tries: return the answer to the previous call's inputs (work done "ahead", off the timed call).
+Must get: in benchmark mode, rejected: "timed call 1: output differs from the reference"."""
 import reference
 
 _previous = None

@@ -1,3 +1,5 @@
+"""Tries: compute the right answer, then scribble over the KV cache it was given (data[1]["bf16"]).
+Must get: rejected: "custom_kernel modified its input data[1]['bf16']"."""
 import reference
 
 

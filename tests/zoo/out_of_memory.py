@@ -1,3 +1,6 @@
+"""Tries: allocate more memory than any host has (on a GPU: raise torch.OutOfMemoryError, as a failed
+CUDA allocation does).
+Must get: rejected as one line starting "out of memory:"."""
 import torch
 
 

@@ -1,4 +1,6 @@
-"""Replaces every checker it can reach in its own process, then returns zeros."""
+"""Tries: replace every checker it can reach in its own process (torch.allclose, torch.equal,
+reference's checks, harness.verdict.judge), then return zeros.
+Must get: rejected: "output differs from the reference" (the parent judges the output, not this process)."""
 import torch
 
 import reference

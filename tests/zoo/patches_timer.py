@@ -1,4 +1,6 @@
-"""Makes every call look 10x faster by replacing the clock (the CPU timer; on a GPU, the events)."""
+"""Tries: make every call look 10x faster by replacing the clock (the CPU timer, time.perf_counter; on a
+GPU, the events' elapsed_time); the work itself is honest.
+Must get: on the CPU, rejected: "timer function time.perf_counter was replaced by the submission"."""
 import time
 
 import reference

@@ -1,4 +1,6 @@
-"""Looks for the secret seed in the environment, the command line and its parent's files."""
+"""Tries: find the secret seed in the environment, the command line and its parent's files.
+Must get: passes (the answer is honest), and its log holds no seed: neither the run's secret nor any
+case seed (under the popcorn protocol: no POPCORN variable, no POPCORN_SEED value)."""
 import os
 import sys
 

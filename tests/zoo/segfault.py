@@ -1,3 +1,5 @@
+"""Tries: read address 0 in a call, so its worker dies of SIGSEGV.
+Must get: "crashed: worker process killed by SIGSEGV"; the other submissions are still evaluated."""
 import ctypes
 
 

@@ -1,4 +1,6 @@
-"""Computes the first call, then returns torch.empty hoping to land on the last correct buffer."""
+"""Tries: compute the first call, then return torch.empty hoping to land on the last correct buffer.
+Must get: in benchmark mode, rejected: "output differs from the reference" (a stale answer, wrong for
+fresh inputs) or "NaN/inf values" (garbage)."""
 import reference
 import torch
 

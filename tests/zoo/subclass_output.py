@@ -1,3 +1,6 @@
+"""Tries: return the right answer as a torch.Tensor subclass, whose methods could lie to a checker
+running in this process.
+Must get: rejected: "output tensor is a subclass of torch.Tensor (Honest)"."""
 import reference
 import torch
 

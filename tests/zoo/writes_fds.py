@@ -1,4 +1,7 @@
-"""Writes fake result lines into every file descriptor it can find (a reporting pipe, the parent's tty)."""
+"""Tries: write fake result lines into every file descriptor it can find (a reporting pipe, the
+parent's tty); the answer is honest.
+Must get: rejected: "protocol: malformed message from the worker"; no fake line reaches the
+harness's output (under the popcorn protocol: exit 112, "check: fail", only the harness's lines)."""
 import os
 
 import reference

@@ -1,3 +1,5 @@
+"""Tries: return the right values in fp32 instead of bf16.
+Must get: rejected: "output dtype torch.float32, expected torch.bfloat16"."""
 import reference
 
 

@@ -1,3 +1,5 @@
+"""Tries: return zeros of the right shape and dtype, doing no work.
+Must get: rejected: "output differs from the reference" (under the popcorn protocol: exit 112)."""
 import torch
 
 

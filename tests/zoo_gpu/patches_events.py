@@ -1,4 +1,6 @@
-"""Divides every CUDA event interval by 10 (GPU only)."""
+"""Tries: divide every CUDA event interval by 10 (patches torch.cuda.Event.elapsed_time; GPU only);
+the work itself is honest.
+Must get: rejected: "timer function torch.cuda.Event.elapsed_time was replaced by the submission"."""
 import reference
 import torch
 

@@ -1,4 +1,6 @@
-"""Replaces torch.cuda.Event with a class whose elapsed_time is always tiny (GPU only)."""
+"""Tries: replace torch.cuda.Event with a class whose elapsed_time is always tiny (GPU only); the work
+itself is honest.
+Must get: rejected: "timer function torch.cuda.Event was replaced by the submission"."""
 import reference
 import torch
 

@@ -1,6 +1,6 @@
 """Tries: report a time it did not spend: patches the worker's timer to report 1 µs per call and
 the channel to shrink every number it sends, while each call really takes 30 ms.
-Must get (CPU): no effect: the recorded times are the parent's own clock (at least 30 ms). On a
+Must get: on the CPU, no effect: the recorded times are the parent's own clock (at least 30 ms). On a
 GPU the profiler's audit rejects it (tests/zoo_gpu/forges_timer.py)."""
 import time
 

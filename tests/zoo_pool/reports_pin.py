@@ -1,4 +1,6 @@
-"""Honest (fp32 torch), and prints which GPU it was pinned to, into its own log."""
+"""Tries: nothing hostile: an honest fp32 torch kernel that prints which GPU it was pinned to
+(CUDA_VISIBLE_DEVICES) into its own log.
+Must get: passes; each evaluator's copy logs its own GPU ("pinned to: '0'", "'1'", "'2'")."""
 import os
 
 import torch
