@@ -8,7 +8,7 @@ Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad
 from __future__ import annotations
 
 # first: importing harness.run starts the run's wall clock (harness.run.STARTED)
-from harness.run import parallel, private_paths, run, run_popcorn
+from harness.run import cross_compile, parallel, private_paths, run, run_popcorn
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
@@ -183,7 +183,7 @@ def _run(args: argparse.Namespace, early=None) -> int:
     args.shape = parse_shapes(args.shape, problem)
     submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
     if args.mode == "compile":
-        return _cross_compile(args, store, problem, submissions)
+        return cross_compile(args, store, problem, submissions)
     if args.baseline:
         if args.mode not in ("benchmark", "leaderboard"):
             raise UsageError("--baseline goes with --mode benchmark or leaderboard")
@@ -191,56 +191,6 @@ def _run(args: argparse.Namespace, early=None) -> int:
         if args.baseline not in [p.resolve() for p in submissions]:
             submissions.append(args.baseline)
     return _on_device(args, store, problem, submissions, early)
-
-
-def _cross_compile(args: argparse.Namespace, store, problem, submissions: list[Path]) -> int:
-    """--mode compile: every Triton kernel each submission launches on the task's small cases
-    (captured in the sandbox, Triton's interpreter), compiled for each --target: registers, spills,
-    LDS, occupancy, matrix instructions, named traps (harness/crosscompile.py). Stored as a run."""
-    import json
-
-    from harness import report
-    from harness.crosscompile import (DEFAULT_TARGETS, DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report,
-                                      parse_target, show_report)
-    from harness.device import detect, versions
-    from harness.launch import use_sandbox
-
-    if args.shape:
-        raise UsageError("--shape does not go with --mode compile (it captures the task's small test cases)")
-    targets = args.target or list(DEFAULT_TARGETS)
-    for target in targets:
-        try:
-            parse_target(target)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    if args.json and not Path(args.json).parent.is_dir():
-        raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
-    run_id = store.start_run("compile", problem.spec.name, detect("cpu"), versions(), "-",
-                             sandboxed=use_sandbox(args.sandbox))
-    everything, ok = {}, True
-    try:
-        for path in submissions:
-            try:
-                rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
-                                            private=private_paths(args), timeout=args.timeout or DEFAULT_TIMEOUT)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-            except CrossCompileError as exc:
-                report.error(f"{path.name}: {exc}")
-                rows, ok = {"error": str(exc)}, False
-            else:
-                ok = show_report(report.console, rows, path.name, targets) and ok
-            everything[str(path)] = rows
-            store.add_compile_report(run_id, str(path), targets, rows)
-    except BaseException as exc:
-        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
-        raise
-    store.finish_run(run_id)
-    report.err_console.print(f"results stored in {args.db} (run {run_id})")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
-                                              indent=2, default=str))
-    return 0 if ok else 1
 
 
 def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any], ...]]:

@@ -2,7 +2,8 @@
 sandbox line, the parent's imports done before any worker starts, the copy bandwidth, the run in the
 database (started, ended if it breaks, finished), every submission evaluated (one after another in
 this process, or by the pool or Ray), what is printed as each finishes, and the run's summary: the
-leaderboard, exports, plots, wall time and exit code. Also popcorn's one evaluation.
+leaderboard, exports, plots, wall time and exit code. Also popcorn's one evaluation, and a
+--mode compile run (its cross-compile reports stored and exported).
 
 Nothing at module level imports torch (harness.device, harness.engine, harness.report): cli.py
 imports this module before the first worker has been started (cli._start_early).
@@ -82,6 +83,56 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         raise
     store.finish_run(run_id, ctx.secret)
     return _finish(args, ctx, results, run_id, sandboxed, began)
+
+
+def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Path]) -> int:
+    """--mode compile: every Triton kernel each submission launches on the task's small cases
+    (captured in the sandbox, Triton's interpreter), compiled for each --target: registers, spills,
+    LDS, occupancy, matrix instructions, named traps (harness/crosscompile.py). Stored as a run."""
+    import json
+
+    from harness import report
+    from harness.crosscompile import (DEFAULT_TARGETS, DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report,
+                                      parse_target, show_report)
+    from harness.device import detect, versions
+    from harness.launch import use_sandbox
+
+    if args.shape:
+        raise UsageError("--shape does not go with --mode compile (it captures the task's small test cases)")
+    targets = args.target or list(DEFAULT_TARGETS)
+    for target in targets:
+        try:
+            parse_target(target)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.json and not Path(args.json).parent.is_dir():
+        raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
+    run_id = store.start_run("compile", problem.spec.name, detect("cpu"), versions(), "-",
+                             sandboxed=use_sandbox(args.sandbox))
+    everything, ok = {}, True
+    try:
+        for path in submissions:
+            try:
+                rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
+                                            private=private_paths(args), timeout=args.timeout or DEFAULT_TIMEOUT)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            except CrossCompileError as exc:
+                report.error(f"{path.name}: {exc}")
+                rows, ok = {"error": str(exc)}, False
+            else:
+                ok = show_report(report.console, rows, path.name, targets) and ok
+            everything[str(path)] = rows
+            store.add_compile_report(run_id, str(path), targets, rows)
+    except BaseException as exc:
+        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+    store.finish_run(run_id)
+    report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
+                                              indent=2, default=str))
+    return 0 if ok else 1
 
 
 def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, device: DeviceInfo, mode: str,
