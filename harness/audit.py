@@ -34,6 +34,7 @@ import math
 import os
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -155,17 +156,35 @@ def discard_report(scratch: Path) -> None:
     _report_path(scratch).unlink(missing_ok=True)
 
 
-def start(path: Path, ctx: "RunContext", scratch: Path) -> Optional["Sandbox"]:
+def start(path: Path, ctx: "RunContext") -> Optional["Sandbox"]:
     """Start the audit's worker under the profiler, or None where no audit applies. It imports while
-    the tests run; the engine waits for it to be idle before the first timed call."""
+    the tests run; the engine waits for it to be idle before the first timed call. Its scratch is
+    its own (removed when it closes): no file the timed worker wrote reaches it but the compiled
+    kernels `share_kernels` copies, and the two share no folder to work together through."""
     from harness.launch import log_path
     from harness.sandbox import Sandbox
 
     if why_not(ctx):
         return None
-    return Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
-                   ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
-                   wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch)
+    scratch = Path(tempfile.mkdtemp(prefix="mla-eval-audit-"))
+    try:
+        box = Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
+                      ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
+                      wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    box.worker.owns_scratch = True
+    return box
+
+
+def share_kernels(timed_scratch: Path, box: "Sandbox") -> None:
+    """Copy the timed worker's compiled Triton kernels into the audit worker's cache, so the audit
+    does not compile them again (the same submission's own kernels: nothing it could not run there
+    anyway)."""
+    source = Path(timed_scratch) / "triton-cache"
+    if source.is_dir() and not source.is_symlink():
+        shutil.copytree(source, box.worker.scratch / "triton-cache", symlinks=True, dirs_exist_ok=True)
 
 
 def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"]) -> None:

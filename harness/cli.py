@@ -208,7 +208,7 @@ def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any]
         if not isinstance(case, dict) or not case or "=" not in text or None in case.values():
             raise UsageError(f"--shape {text!r}: expected KEY=VALUE pairs separated by commas")
         case.setdefault("seed", 1000 + i)
-        check_case(case, f"--shape {text!r}", problem.reference.generate_input)
+        check_case({**problem.spec.case_defaults, **case}, f"--shape {text!r}", problem.reference.generate_input)
         cases.append(case)
     return tuple(cases) or None
 
@@ -279,7 +279,8 @@ def _popcorn(args: argparse.Namespace) -> int:
     try:
         cases = popcorn.parse_testfile(args.testfile)
         for i, case in enumerate(cases):
-            check_case(case, f"{args.testfile}:{i + 1}", problem.reference.generate_input)
+            check_case({**problem.spec.case_defaults, **case}, f"{args.testfile}:{i + 1}",
+                       problem.reference.generate_input)
     except (popcorn.BadTestFile, SpecError) as exc:
         report.error(str(exc))
         return popcorn.EXIT_BAD_TESTFILE

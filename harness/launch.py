@@ -294,8 +294,8 @@ def _limits(file_limit: int = LOG_LIMIT) -> None:
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
                  sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
                  report: Optional[Path] = None, scratch: Optional[Path] = None) -> WorkerProcess:
-    """Start `python -m harness.worker` for `submission`, sandboxed unless `sandbox` is "off" (or
-    "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler,
+    """Start the worker (harness/worker/__main__.py) for `submission`, sandboxed unless `sandbox` is
+    "off" (or "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler,
     inside the same sandbox), which writes its report to standard output, copied to `report`
     (the worker's own output goes to `log_file`). device_type None lets the worker pick the GPU if
     it has one; l2_bytes 0 lets it read the L2 size itself. Raises SandboxUnavailable for "require"
@@ -306,8 +306,11 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     scratch = Path(scratch or tempfile.mkdtemp(prefix="mla-eval-worker-"))
     (scratch / "triton-cache").mkdir(exist_ok=True)
     parent_end, child_end = pair()
-    inner = [sys.executable, "-m", "harness.worker", str(child_end.fileno()), str(submission.resolve()),
-             device_type or "auto", str(l2_bytes)]
+    # The worker's script by its path, not `-m harness.worker`: `-m` puts the current folder (the
+    # scratch, which an earlier worker of the same submission may have filled) first on the import
+    # path, ahead of the harness and the standard library.
+    inner = [sys.executable, str(REPO_ROOT / "harness" / "worker" / "__main__.py"), str(child_end.fileno()),
+             str(submission.resolve()), device_type or "auto", str(l2_bytes)]
     # A profiler keeps a temporary report in the private /tmp (Nsight Compute's grew past LOG_LIMIT
     # for a submission of ~25 kernels per call): the sandbox's cap is then the tmpfs's size, and the
     # worker lowers its own back to LOG_LIMIT before it loads the submission (harness/worker/__main__.py).

@@ -69,7 +69,10 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
     config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
     ctx = config.context()
-    lax = lax_check(ctx.problem, device, ctx.small) if args.mode in ("test", "leaderboard") else ""
+    try:  # (also the first case's inputs made once: a value generate_input refuses is one line here)
+        lax = lax_check(ctx.problem, device, ctx.small) if args.mode in ("test", "leaderboard") else ""
+    except ValueError as exc:
+        raise UsageError(f"{problem.spec.path}: the first test case's inputs: {exc}") from None
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
     pool = _pool_plan(args, device) if parallel(args) else None
@@ -119,11 +122,11 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
                 raise UsageError(str(exc)) from None
             except CrossCompileError as exc:
                 report.error(f"{path.name}: {exc}")
-                rows, ok = {"error": str(exc)}, False
+                rows, compiled = {"error": str(exc)}, False
             else:
-                ok = show_report(report.console, rows, path.name, targets) and ok
-            everything[str(path)] = rows
-            store.add_compile_report(run_id, str(path), targets, rows)
+                compiled = show_report(report.console, rows, path.name, targets)
+            everything[str(path)], ok = rows, ok and compiled
+            store.add_compile_report(run_id, str(path), targets, rows, compiled)
     except BaseException as exc:
         store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
         raise

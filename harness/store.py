@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS compile_reports (  -- --mode compile: each submission
     run_id INTEGER NOT NULL REFERENCES runs(id),
     path TEXT NOT NULL,
     targets TEXT NOT NULL,           -- JSON list: gfx950, gfx942, sm_90, ...
-    report TEXT NOT NULL             -- JSON: harness/crosscompile.py's rows, or {"error": ...}
+    report TEXT NOT NULL,            -- JSON: harness/crosscompile.py's rows, or {"error": ...}
+    ok INTEGER NOT NULL DEFAULT 0    -- 1: every kernel compiled for every target
 );
 CREATE TABLE IF NOT EXISTS bandwidth (   -- measured once per device, reused by later runs
     device TEXT PRIMARY KEY,
@@ -90,6 +91,7 @@ ADDED_COLUMNS = [
     ("submissions", "sandboxed", "INTEGER"),
     ("submissions", "audit", "TEXT NOT NULL DEFAULT ''"),  # the profiler's audit of its timings
     ("cases", "audit_us", "REAL"),  # the profiler's GPU time per call
+    ("compile_reports", "ok", "INTEGER NOT NULL DEFAULT 0"),
 ]
 
 
@@ -164,10 +166,10 @@ class Store:
                      c.audit_s * 1e6 if c.audit_s is not None else None,
                      label(c.args) if label and c.args else None))
 
-    def add_compile_report(self, run_id: int, path: str, targets: list[str], report: Any) -> None:
+    def add_compile_report(self, run_id: int, path: str, targets: list[str], report: Any, ok: bool) -> None:
         with self.db:
-            self.db.execute("INSERT INTO compile_reports (run_id, path, targets, report) VALUES (?, ?, ?, ?)",
-                            (run_id, path, json.dumps(targets), json.dumps(report, default=str)))
+            self.db.execute("INSERT INTO compile_reports (run_id, path, targets, report, ok) VALUES (?, ?, ?, ?, ?)",
+                            (run_id, path, json.dumps(targets), json.dumps(report, default=str), int(ok)))
 
     def compile_reports(self, run_id: int) -> dict[str, Any]:
         """{submission path: its report} of a --mode compile run."""
@@ -212,7 +214,8 @@ class Store:
         return self._rows(
             """SELECT r.id, r.started, r.status, r.mode, r.device, r.git_commit, r.sandboxed,
                       COUNT(s.id) AS submissions, COALESCE(SUM(s.ok), 0) AS passed
-               FROM runs r LEFT JOIN submissions s ON s.run_id = r.id
+               FROM runs r LEFT JOIN (SELECT run_id, id, ok FROM submissions
+                                      UNION ALL SELECT run_id, rowid, ok FROM compile_reports) s ON s.run_id = r.id
                GROUP BY r.id ORDER BY r.id DESC LIMIT ?""", (limit,))
 
     def timed_cases(self, run_id: int) -> list[sqlite3.Row]:

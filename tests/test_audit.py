@@ -135,3 +135,28 @@ def test_the_profiler_may_write_a_large_report_but_the_worker_keeps_its_file_cap
         box.close()
     assert f"file cap ({LOG_LIMIT}, {LOG_LIMIT})" in str(failed.value)
     assert box.worker.report.path.read_text().strip() == str(big) and big < TMPFS_LIMIT
+
+
+def test_modules_planted_in_a_scratch_folder_are_not_imported_by_a_worker_started_there(cpu, tmp_path, problem):
+    """A worker runs its script by path, so its current folder (the scratch, which a worker of the
+    same submission may have written) is not on its import path: a planted `socket.py` (the first
+    stdlib module the worker imports) or `resource.py` (the file cap's) is never loaded."""
+    from harness.sandbox import Sandbox
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    for name in ("socket", "resource", "torch"):
+        (scratch / f"{name}.py").write_text(f"raise SystemExit('planted {name} imported')\n")
+    path = tmp_path / "honest.py"
+    shutil.copy(ROOT / "submissions" / "torch_loop.py", path)
+    box = Sandbox(path, cpu, tmp_path / "w.log", 120, sandbox="auto", scratch=scratch, wrapper=STAND_IN,
+                  report=tmp_path / "r.txt")
+    try:
+        box.wait_ready()
+        data = problem.generate(problem.spec.cases("test", small=True)[0].args, 1, cpu.torch_device)
+        box.share_inputs(data, *problem.layout(data))
+        output, _ = box.call(False, 60)
+        assert isinstance(output, torch.Tensor)
+    finally:
+        box.close()
+    assert "planted" not in (tmp_path / "w.log").read_text()

@@ -67,3 +67,11 @@ def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, 
     result = evaluate(path, RunContext(task, cpu, small=True, log_dir=tmp_path), "test")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
     assert all("kv=fp8,q=fp8" in c.reason for c in result.cases)
+
+
+def test_an_input_value_generate_input_refuses_is_one_line(tmp_path, capsys):
+    assert cli(tmp_path, "--mode", "test", "--shape", "batchsize=2,qseqlen=1,kvseqlen=64,style=uniform",
+               "--submission", FILE) == 2
+    err = capsys.readouterr().err
+    assert "the first test case's inputs: style must be one of default, competition, got 'uniform'" in err
+    assert "Traceback" not in err

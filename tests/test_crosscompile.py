@@ -434,6 +434,7 @@ def test_eval_mode_compile_prints_and_exports_the_report(tmp_path, capsys):
     store = Store(tmp_path / "r.db")
     (run,) = store.runs()
     assert run["mode"] == "compile" and run["status"] == "complete"
+    assert (run["submissions"], run["passed"]) == (1, 1 if code == 0 else 0)  # as --mode history shows it
     assert store.compile_reports(run["id"]) == json.loads(json.dumps(doc["submissions"], default=str))
     assert cli(tmp_path, "--mode", "compile", "--target", "gfx1", "--submission", str(ROOT / "submissions" / "triton_bf16.py")) == 2
     assert len(store.runs()) == 1  # a bad target is refused before a run is stored

@@ -65,9 +65,12 @@ def compile_notes(pairs: list[str]) -> dict[str, str]:
         if not main:
             notes[stem] = "no gfx950 compile of the decode kernel"
             continue
-        waves = min(r["occupancy"] or 0 for r in main)
+        if any(r.get("occupancy") is None or r.get("vgpr") is None for r in main):
+            notes[stem] = "occupancy or registers not in the report"
+            continue
+        waves = min(r["occupancy"] for r in main)
         spills = max(r.get("scratch_bytes") or 0 for r in main)
-        scaled = any("scale" in m for r in main for m in r.get("matrix", []))
+        scaled = any("scale" in m for r in main for m in (r.get("matrix") or []))
         text = f"{max(r['vgpr'] for r in main)} VGPRs, {waves} wave(s)/SIMD" + (
             f", {spills} B scratch" if spills else ", no spills") + (", scaled MFMA" if scaled else "")
         if waves < FEW_WAVES:

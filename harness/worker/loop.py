@@ -208,7 +208,8 @@ def _profile(kernel, data, row_limit: int) -> str:
 
 
 def entry(argv: list[str]) -> None:
-    """`python -m harness.worker FD SUBMISSION DEVICE L2_BYTES` (started by harness/launch.py)."""
+    """`python harness/worker/__main__.py FD SUBMISSION DEVICE L2_BYTES [FILE_LIMIT]` (started by
+    harness/launch.py)."""
     import socket
 
     fd, submission, device_type, l2 = int(argv[0]), argv[1], argv[2], int(argv[3])
