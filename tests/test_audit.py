@@ -160,3 +160,33 @@ def test_modules_planted_in_a_scratch_folder_are_not_imported_by_a_worker_starte
     finally:
         box.close()
     assert "planted" not in (tmp_path / "w.log").read_text()
+
+
+def test_the_audit_worker_has_its_own_scratch_and_gets_the_timed_workers_kernels(cpu, tmp_path, problem, monkeypatch):
+    """audit.start (here with a stand-in for the profiler, on the CPU): the audited worker's scratch
+    is a folder of its own, removed when it closes; share_kernels copies the timed worker's Triton
+    cache into it; the report lies beside it, where the worker cannot write."""
+    import harness.audit as audit
+    from harness.engine import RunContext
+
+    monkeypatch.setattr(audit, "why_not", lambda ctx: "")
+    monkeypatch.setattr(audit, "find_ncu", lambda: "stand-in")
+    monkeypatch.setattr(audit, "ncu_command", lambda exe: STAND_IN)
+    path = tmp_path / "honest.py"
+    shutil.copy(ROOT / "submissions" / "torch_loop.py", path)
+    timed = tmp_path / "timed-scratch"
+    (timed / "triton-cache" / "abc").mkdir(parents=True)
+    (timed / "triton-cache" / "abc" / "kernel.bin").write_bytes(b"compiled")
+    box = audit.start(path, RunContext(problem, cpu, small=True, log_dir=tmp_path / "logs"))
+    try:
+        box.wait_ready()
+        own = box.worker.scratch
+        assert own != timed and own.name.startswith("mla-eval-audit-")
+        audit.share_kernels(timed, box)
+        assert (own / "triton-cache" / "abc" / "kernel.bin").read_bytes() == b"compiled"
+        assert box.worker.report.path.parent == own.parent and not box.worker.report.path.is_relative_to(own)
+    finally:
+        box.close()
+    assert not own.exists()
+    audit.discard_report(own)
+    assert not box.worker.report.path.exists()
