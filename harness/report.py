@@ -563,3 +563,28 @@ def baseline_table(results: Sequence[SubmissionResult], baseline: SubmissionResu
                       str(marks.count("faster")), str(marks.count("slower")),
                       str(len(marks) - marks.count("faster") - marks.count("slower")))
     return table
+
+
+def show_finished(mode: str, result: SubmissionResult, label: Callable[[dict], str], n_submissions: int,
+                  bandwidth: Optional[float]) -> None:
+    """What is printed as each submission finishes (harness/run.py): its table or failure, its
+    one-line standing in a leaderboard of several, the companion verdict, the timing fence, where
+    its log is, and where its time went."""
+    if mode == "profile":
+        for c in result.cases:
+            console.rule(f"{escape(result.name)} · {label(c.args)}")
+            console.print(c.profile or f"[red]{escape(c.reason)}[/]", markup=not c.profile)
+    if mode in ("test", "benchmark", "profile") or n_submissions == 1:
+        if result.error:
+            console.print(f"[red]FAIL[/] {escape(result.name)}: {escape(result.error)}")
+        else:
+            console.print(submission_table(result, label, bandwidth))
+    if mode == "leaderboard" and n_submissions > 1:
+        err_console.print(one_line(result, label))
+    if result.companion:
+        err_console.print(f"  {escape(result.companion)}", highlight=False)
+    if mode in ("benchmark", "leaderboard"):
+        err_console.print(f"  {fence(result)}")
+    if not result.ok:
+        err_console.print(f"  worker log: {result.log}")
+    err_console.print(phase_line(result), highlight=False)

@@ -1,8 +1,8 @@
 """A run's lifecycle, once the command line has been parsed and checked (harness/cli.py): the
 sandbox line, the parent's imports done before any worker starts, the copy bandwidth, the run in the
 database (started, ended if it breaks, finished), every submission evaluated (one after another in
-this process, or by the pool or Ray), what is printed as each finishes, and the run's summary: the
-leaderboard, exports, plots, wall time and exit code. Also popcorn's one evaluation, and a
+this process, or by the pool or Ray; each printed as it finishes by report.show_finished), and the
+run's summary: the leaderboard, exports, plots, wall time and exit code. Also popcorn's one evaluation, and a
 --mode compile run (its cross-compile reports stored and exported).
 
 Nothing at module level imports torch (harness.device, harness.engine, harness.report): cli.py
@@ -216,7 +216,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
         if names.get(result.path, result.name) != result.name:
             result.display = names[result.path]
         store.add_submission(run_id, result, ctx.problem.label)
-        _show(args, result, problem, len(submissions), ctx.bandwidth)
+        report.show_finished(args.mode, result, problem.label, len(submissions), ctx.bandwidth)
 
     problem = ctx.problem
     if pool is not None:
@@ -268,31 +268,6 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     if not all(r.ok for r in results):
         report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
     return 0 if all(r.ok for r in results) else 1
-
-
-def _show(args: argparse.Namespace, result: SubmissionResult, problem, n_submissions: int,
-          bandwidth: Optional[float]) -> None:
-    """What is printed as each submission finishes."""
-    from harness import report
-
-    if args.mode == "profile":
-        for c in result.cases:
-            report.console.rule(f"{report.escape(result.name)} · {problem.label(c.args)}")
-            report.console.print(c.profile or f"[red]{report.escape(c.reason)}[/]", markup=not c.profile)
-    if args.mode in ("test", "benchmark", "profile") or n_submissions == 1:
-        if result.error:
-            report.console.print(f"[red]FAIL[/] {report.escape(result.name)}: {report.escape(result.error)}")
-        else:
-            report.console.print(report.submission_table(result, problem.label, bandwidth))
-    if args.mode == "leaderboard" and n_submissions > 1:
-        report.err_console.print(report.one_line(result, problem.label))
-    if result.companion:
-        report.err_console.print(f"  {report.escape(result.companion)}", highlight=False)
-    if args.mode in ("benchmark", "leaderboard"):
-        report.err_console.print(f"  {report.fence(result)}")
-    if not result.ok:
-        report.err_console.print(f"  worker log: {result.log}")
-    report.err_console.print(report.phase_line(result), highlight=False)
 
 
 def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:
