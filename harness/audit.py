@@ -172,7 +172,7 @@ def start(path: Path, ctx: "RunContext") -> Optional["Sandbox"]:
                       ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
                       wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch)
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)  # (empty: no worker ran in it)
         raise
     box.worker.owns_scratch = True
     return box

@@ -69,8 +69,8 @@ class Channel:
             raise ChannelError(f"message of {length} bytes announced, limit {self.limit}")
         body = self._read(length, deadline, None)
         try:
-            return json.loads(body), fds
-        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
+            return json.loads(body, parse_constant=_no_constant), fds
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep, NaN/Infinity
             raise ChannelError(f"message is not JSON ({exc})") from None
 
     def _read(self, n: int, deadline: Optional[float], fds: Optional[list[int]]) -> bytes:
@@ -111,3 +111,9 @@ def one_line(exc: BaseException) -> str:
     if len(text) > 300:
         text = text[:297] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _no_constant(name: str) -> Any:
+    """JSON's NaN / Infinity / -Infinity, which Python's json reads by default: refused (an infinite
+    "shape" once crashed the parent's int())."""
+    raise ValueError(f"{name} is not a JSON number")

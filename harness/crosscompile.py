@@ -250,7 +250,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     compiling. `private`: paths the sandbox hides (the results database, the logs). Raises
     CrossCompileError (one line) when no report can be made, SandboxUnavailable for
     sandbox="require" where there is no sandbox, ValueError for a bad target or override."""
-    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox
+    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox, worker_folder
 
     submission, task = Path(submission).resolve(), Path(task).resolve()
     for name in targets:
@@ -267,8 +267,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
              *(f"--option={o}" for o in options), *(["--cases", str(cases)] if cases else [])]
     env = child_env()
     env.pop("TRITON_INTERPRET", None)
-    with tempfile.TemporaryDirectory(prefix="mla-eval-xc-") as scratch, \
-            tempfile.TemporaryDirectory(prefix="mla-eval-xc-out-") as outside:
+    with worker_folder("mla-eval-xc-") as scratch, worker_folder("mla-eval-xc-out-") as outside:
         (Path(scratch) / "triton-cache").mkdir()
         if sandboxed:
             command = bwrap_command(find_bwrap(), submission, Path(scratch), private) + child
@@ -326,7 +325,7 @@ def read_report(raw: bytes) -> tuple[list[dict], Optional[str]]:
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # (deep nesting: RecursionError)
-        raise CrossCompileError(f"the report is not valid JSON ({str(exc)[:120]})") from None
+        raise CrossCompileError(f"the report is not valid JSON ({_printable(str(exc)[:120])})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise CrossCompileError("the report is not an object with a list of rows")
     problem = doc.get("problem")
@@ -357,12 +356,17 @@ def _clip(value: Any, depth: int = 0) -> Any:
     if depth > 8:
         raise CrossCompileError("the report nests too deep")
     if isinstance(value, str):
-        return value[:TEXT_LIMIT]
+        return _printable(value[:TEXT_LIMIT])
     if isinstance(value, list):
         return [_clip(item, depth + 1) for item in value]
     if isinstance(value, dict):
-        return {str(k)[:TEXT_LIMIT]: _clip(v, depth + 1) for k, v in value.items()}
+        return {_printable(str(k)[:TEXT_LIMIT]): _clip(v, depth + 1) for k, v in value.items()}
     return value
+
+
+def _printable(text: str) -> str:
+    """Text from the sandboxed child without terminal control characters (escape sequences)."""
+    return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import random
 import secrets
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 
 from harness import audit
 from harness.device import DeviceInfo, synchronize
-from harness.launch import WorkerProcess, log_path
+from harness.launch import WorkerProcess, log_path, remove_tree
 from harness.problem import Problem
 from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
 from harness.scan import declared_variant, scan
@@ -135,7 +134,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         return result
     finally:
         box.close()
-        shutil.rmtree(box.worker.scratch, ignore_errors=True)
+        remove_tree(box.worker.scratch)
         for unused in auditor:  # started, never used (a test failed): ended at once
             unused.worker.close(grace=0)
             audit.discard_report(unused.worker.scratch)

@@ -20,6 +20,7 @@ marks every result unsandboxed; `--sandbox require` refuses.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from harness.channel import PARENT_LIMIT, Channel, pair
 
@@ -150,10 +151,39 @@ def use_sandbox(mode: str) -> bool:
     return why is None
 
 
+def remove_tree(path: Path) -> None:
+    """Remove a folder a worker wrote, whatever it holds: shutil.rmtree recurses once per level, so a
+    tree thousands of folders deep raises RecursionError (ignore_errors does not cover it); then
+    `rm -rf`, which walks it without recursion, finishes the job."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=300, check=False)
+
+
+@contextlib.contextmanager
+def worker_folder(prefix: str) -> Iterator[str]:
+    """A temporary folder a worker writes into, removed with remove_tree at the end."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
+        remove_tree(Path(path))
+
+
+# What a child that runs submission code inherits of this process's environment: the GPU stack's and
+# Python's own variables, by name or prefix. Nothing else (an operator's tokens and keys stay here).
+ENV_NAMES = {"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"}
+ENV_PREFIXES = ("LC_", "PYTHON", "LD_", "CUDA", "NVIDIA_", "NV_", "HIP_", "ROCM", "ROCR_", "HSA_", "AMD_", "GPU_",
+                "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "NCCL_", "CUBLAS_", "CUDNN_")
+
+
 def child_env() -> dict[str, str]:
-    """The environment of a child that runs submission code: this one's, with the harness first on
-    the import path and no bytecode written (the filesystem is read-only inside the sandbox)."""
-    env = dict(os.environ)
+    """The environment of a child that runs submission code: this one's GPU-stack and Python variables
+    (ENV_NAMES, ENV_PREFIXES), with the harness first on the import path and no bytecode written
+    (the filesystem is read-only inside the sandbox)."""
+    env = {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
@@ -240,7 +270,7 @@ class WorkerProcess:
         if self.report is not None:
             self.report.finish()
         if self.owns_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_tree(self.scratch)
 
 
 class ReportCopy:

@@ -124,7 +124,12 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
                 report.error(f"{path.name}: {exc}")
                 rows, compiled = {"error": str(exc)}, False
             else:
-                compiled = show_report(report.console, rows, path.name, targets)
+                try:
+                    compiled = show_report(report.console, rows, path.name, targets)
+                except Exception as exc:  # noqa: BLE001 - the child's report is untrusted; one file's, not the run's
+                    report.error(f"{path.name}: the report could not be shown ({type(exc).__name__}: "
+                                 f"{str(exc)[:120]})")
+                    rows, compiled = {"error": f"report not shown ({type(exc).__name__})"}, False
             everything[str(path)], ok = rows, ok and compiled
             store.add_compile_report(run_id, str(path), targets, rows, compiled)
     except BaseException as exc:

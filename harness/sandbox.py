@@ -120,7 +120,7 @@ class Sandbox:
             layout = reply["layout"]
             described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
                                      _text(layout["device"], 20))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             self._protocol_error(reply)
         if not self.device.is_gpu:  # no profiler to audit a CPU worker's clock: the parent's own is used
             timing = CallTiming(round_trip, round_trip, 0.0, timing.replaced)

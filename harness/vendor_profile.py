@@ -14,7 +14,6 @@ import argparse
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -70,14 +69,14 @@ def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
 def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, case_index: int,
                         out_dir: Path, sandbox: str = "auto", private: Sequence[Path] = ()) -> tuple[Path, str]:
     """Profile one call; return (where the report is, the tool's summary text)."""
-    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox
+    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox, worker_folder
 
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / f"{submission.stem}.case{case_index}"
     child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(task), "--submission",
              str(submission), "--case", str(case_index)]
     sandboxed = use_sandbox(sandbox)
-    with tempfile.TemporaryDirectory(prefix="mla-eval-profile-") as scratch:
+    with worker_folder("mla-eval-profile-") as scratch:
         inside = Path("/tmp/work") if sandboxed else Path(scratch)  # where the scratch folder is for the profiler
         command = tool_command(tool, vendor, inside / base.name) + child
         if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel

@@ -438,3 +438,22 @@ def test_eval_mode_compile_prints_and_exports_the_report(tmp_path, capsys):
     assert store.compile_reports(run["id"]) == json.loads(json.dumps(doc["submissions"], default=str))
     assert cli(tmp_path, "--mode", "compile", "--target", "gfx1", "--submission", str(ROOT / "submissions" / "triton_bf16.py")) == 2
     assert len(store.runs()) == 1  # a bad target is refused before a run is stored
+
+
+@pytest.mark.slow
+def test_a_forged_compile_report_reaches_the_terminal_as_plain_text_and_a_broken_one_fails_alone(tmp_path, capfd):
+    """tests/zoo_os/forges_compile_report.py writes its own report from inside the capture process:
+    its escape sequences are not printed; copied as bad_*.py its report cannot be rendered, which
+    fails that file and the run goes on to the next."""
+    from conftest import cli
+
+    forged = ROOT / "tests" / "zoo_os" / "forges_compile_report.py"
+    bad = tmp_path / "bad_forges_compile_report.py"
+    bad.write_text(forged.read_text())
+    code = cli(tmp_path, "--mode", "compile", "--target", "gfx950", "--submission", str(forged), "--submission",
+               str(bad), "--submission", str(ROOT / "submissions" / "torch_loop.py"))
+    out, err = capfd.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "ESC-INJECTED" in out and "mla_decode_fused" in out                  # shown, as text
+    assert "bad_forges_compile_report.py: the report could not be shown" in " ".join(err.split())
+    assert "torch_loop.py launched no Triton kernel" in out and code == 1

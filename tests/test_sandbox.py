@@ -282,3 +282,22 @@ def test_a_fresh_runs_database_and_logs_are_hidden_from_the_first_worker(tmp_pat
         assert f"MOUNT {db} " in mounts and f"MOUNT {logs} " in mounts
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_an_infinite_number_in_a_reply_is_a_protocol_failure(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "infinite_shape.py")
+    assert not result.ok and "protocol: malformed message" in first_failure(result)
+
+
+def test_a_scratch_tree_too_deep_for_rmtree_is_removed(problem, cpu, arena):
+    before = set(Path(tempfile.gettempdir()).glob("mla-eval-worker-*"))
+    result, _ = attack(problem, cpu, arena, "deep_scratch.py")
+    assert result.ok, first_failure(result)
+    assert set(Path(tempfile.gettempdir()).glob("mla-eval-worker-*")) <= before
+
+
+def test_the_parents_environment_stays_with_the_parent(problem, cpu, arena, monkeypatch):
+    monkeypatch.setenv("MLA_EVAL_PLANTED_TOKEN", "hunter2")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter3")
+    result, _ = attack(problem, cpu, arena, "reads_environment.py")
+    assert "secrets: []" in first_failure(result)
