@@ -173,10 +173,12 @@ def worker_folder(prefix: str) -> Iterator[str]:
 
 
 # What a child that runs submission code inherits of this process's environment: the GPU stack's and
-# Python's own variables, by name or prefix. Nothing else (an operator's tokens and keys stay here).
+# Python's own variables, by name or prefix, and SUBMISSION_* (a submission's own knobs, e.g.
+# triton_mxfp4.py's SUBMISSION_MXFP4_QK_DOT_SCALED). Nothing else (an operator's tokens stay here).
 ENV_NAMES = {"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"}
 ENV_PREFIXES = ("LC_", "PYTHON", "LD_", "CUDA", "NVIDIA_", "NV_", "HIP_", "ROCM", "ROCR_", "HSA_", "AMD_", "GPU_",
-                "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "NCCL_", "CUBLAS_", "CUDNN_")
+                "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "NCCL_", "CUBLAS_", "CUDNN_",
+                "SUBMISSION_")
 
 
 def child_env() -> dict[str, str]:

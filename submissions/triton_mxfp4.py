@@ -78,10 +78,11 @@ triton.language has no fp4 conversion of its own (Gluon's fp4_to_fp is the one t
 hardware's). On this path the tile is loaded row-major: the packed keys and the decoded values
 then reach LDS in 18 8- and 16-byte stores per lane and tile, against about 100 1- and 2-byte ones
 loaded block-major (compiled for gfx950). Compiled offline for gfx950 with the AMD plan
-(`MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile --submission submissions/triton_mxfp4.py
---target gfx950 --set DOT_DTYPE=bf16 --option matrix_instr_nonkdim=16`, Triton 3.9): 238 VGPRs,
-no spills, 16 KiB LDS, 2 waves per SIMD, against 330 VGPRs and 1 wave for the portable path. Not
-yet run on AMD hardware. QK_DOT_SCALED = "all" forces the path anywhere: Triton 3.9's CPU interpreter runs tl.dot_scaled
+(`SUBMISSION_MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile --submission
+submissions/triton_mxfp4.py --target gfx950 --set DOT_DTYPE=bf16 --option matrix_instr_nonkdim=16`,
+Triton 3.9): 238 VGPRs, no spills, 16 KiB LDS, 2 waves per SIMD, against 330 VGPRs and 1 wave for
+the portable path. Not yet run on AMD hardware. QK_DOT_SCALED = "all" forces the path anywhere:
+Triton 3.9's CPU interpreter runs tl.dot_scaled
 (tests/test_mxfp4_dot_scaled.py checks the path against the reference there), and on NVIDIA GPUs
 Triton emulates it (tools/mxfp4_dot_scaled_check.py, the same check on a GPU).
 
@@ -142,8 +143,8 @@ AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
 # module docstring): "gfx950" (MI355X only, the default), "all" (every device, the CPU interpreter
 # and NVIDIA GPUs included: for checking that path where it can run), "none". Read once per plan;
 # the environment variable reaches a process that only imports the file (the cross-compile report:
-# MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile ...).
-QK_DOT_SCALED = os.environ.get("MXFP4_QK_DOT_SCALED", "gfx950")
+# SUBMISSION_MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile ...).
+QK_DOT_SCALED = os.environ.get("SUBMISSION_MXFP4_QK_DOT_SCALED", "gfx950")
 E4M3_MAX = 448.0             # OCP fp8 e4m3 (MI355X's and NVIDIA's fp8): the query's range on that path
 
 NUM_HEADS = 16

@@ -149,7 +149,7 @@ def test_mxfp4_dot_scaled_path_uses_scaled_mfma_on_gfx950_without_spills(monkeyp
     """triton_mxfp4.py's gfx950 path (QK_DOT_SCALED, forced on for the capture through its environment
     variable; the launch is otherwise its AMD plan): q.K^T compiles to the fp8 x fp4 scaled MFMA, P.V
     to bf16 MFMA, with no spills at all. (Its correctness: tests/test_mxfp4_dot_scaled.py.)"""
-    monkeypatch.setenv("MXFP4_QK_DOT_SCALED", "all")
+    monkeypatch.setenv("SUBMISSION_MXFP4_QK_DOT_SCALED", "all")
     rows = cross_compile_report(ROOT / "submissions" / "triton_mxfp4.py", ["gfx950"], TASK, cases=1,
                                 **_on_rocm("triton_mxfp4.py", "bf16"))
     (row,) = rows
