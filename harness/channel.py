@@ -117,3 +117,9 @@ def _no_constant(name: str) -> Any:
     """JSON's NaN / Infinity / -Infinity, which Python's json reads by default: refused (an infinite
     "shape" once crashed the parent's int())."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+def printable(text: str) -> str:
+    """Text from the other side without terminal control characters (escape sequences, bells):
+    each becomes a space."""
+    return "".join(ch if ch.isprintable() else " " for ch in text)

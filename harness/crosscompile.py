@@ -41,6 +41,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from harness.channel import printable
+
 DEFAULT_TARGETS = ("gfx950", "gfx942")
 REPORT_LIMIT = 4 << 20      # bytes of the child's JSON report the parent reads
 TEXT_LIMIT = 600            # characters kept of any one string in a report
@@ -325,7 +327,7 @@ def read_report(raw: bytes) -> tuple[list[dict], Optional[str]]:
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # (deep nesting: RecursionError)
-        raise CrossCompileError(f"the report is not valid JSON ({_printable(str(exc)[:120])})") from None
+        raise CrossCompileError(f"the report is not valid JSON ({printable(str(exc)[:120])})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise CrossCompileError("the report is not an object with a list of rows")
     problem = doc.get("problem")
@@ -356,17 +358,13 @@ def _clip(value: Any, depth: int = 0) -> Any:
     if depth > 8:
         raise CrossCompileError("the report nests too deep")
     if isinstance(value, str):
-        return _printable(value[:TEXT_LIMIT])
+        return printable(value[:TEXT_LIMIT])
     if isinstance(value, list):
         return [_clip(item, depth + 1) for item in value]
     if isinstance(value, dict):
-        return {_printable(str(k)[:TEXT_LIMIT]): _clip(v, depth + 1) for k, v in value.items()}
+        return {printable(str(k)[:TEXT_LIMIT]): _clip(v, depth + 1) for k, v in value.items()}
     return value
 
-
-def _printable(text: str) -> str:
-    """Text from the sandboxed child without terminal control characters (escape sequences)."""
-    return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import torch
 
 from harness import audit
 from harness.device import DeviceInfo, synchronize
-from harness.launch import WorkerProcess, log_path, remove_tree
+from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
 from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
 from harness.scan import declared_variant, scan
@@ -133,8 +133,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         finished = True
         return result
     finally:
-        box.close()
-        remove_tree(box.worker.scratch)
+        box.close()  # (removes its scratch: the worker owns it)
         for unused in auditor:  # started, never used (a test failed): ended at once
             unused.worker.close(grace=0)
             audit.discard_report(unused.worker.scratch)

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from harness import shared_memory
-from harness.channel import ChannelClosed, ChannelError, ChannelTimeout
+from harness.channel import ChannelClosed, ChannelError, ChannelTimeout, printable
 from harness.device import DeviceInfo
 from harness.launch import WorkerProcess, start_worker
 from harness.timing import CallTiming
@@ -214,4 +214,4 @@ def _number(value: Any) -> float:
 
 def _text(value: Any, limit: int = 400) -> str:
     """Worker-supplied text as one printable line (no terminal control sequences)."""
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in str(value)[:limit * 4]).split())[:limit]
+    return " ".join(printable(str(value)[:limit * 4]).split())[:limit]
