@@ -23,13 +23,13 @@ fi
 if [[ $STEPS == *ncubwrap* ]]; then
   run ncubwrap python3 tools/ncu_sandbox_probe.py
 fi
-if [[ $STEPS == *zoo* ]]; then  # each must be rejected (tests/zoo_gpu docstrings)
+if [[ $STEPS == *zoo* ]]; then  # each zoo_gpu file must be rejected, the two honest controls must pass (their docstrings)
   run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs $LOGS --sandbox require \
     --submission tests/zoo_gpu/forges_timer.py --submission tests/zoo_gpu/forges_reply.py \
     --submission tests/zoo_gpu/works_after_timer.py --submission tests/zoo_gpu/side_stream.py \
     --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py \
     --submission tests/zoo_gpu/kills_profiler.py --submission tests/zoo_gpu/writes_report.py \
-    --submission tests/zoo_gpu/labels_as_warmup.py
+    --submission tests/zoo_gpu/labels_as_warmup.py --submission tests/zoo/prints_results.py --submission tests/zoo/probes_env.py
 fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
   run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs $LOGS \
