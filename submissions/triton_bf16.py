@@ -40,7 +40,10 @@ The launch plan (split count, grid, workspaces) depends only on the shapes and i
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
 per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
 ~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
-BENCHMARKS.md session 4).
+BENCHMARKS.md session 4). The direct launch relies on Triton internals, so it is on only for the
+Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's normal path.
+The split combine, the launch plan and `_launch` are one block of code shared by the three
+bundled Triton files (kept identical by tools/shared_code.py).
 
 Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
 8 benchmark shapes 61.8 us (70.7 before this session's launch-plan changes: one wave of program
@@ -175,6 +178,13 @@ def _mla_decode_kernel(
             tl.store(p_ptrs, out, mask=row_ok[:, None])
 
 
+def _format_plan(device: torch.device, interpreted: bool, amd: bool) -> dict:
+    """This file's own entries of a launch plan; the shared `_make_plan` below adds them."""
+    return dict(dot_dtype=tl.float32 if interpreted else tl.bfloat16)
+
+
+# ==== shared code: the same in triton_bf16.py, triton_fp8.py and triton_mxfp4.py, from here to the
+# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python tools/shared_code.py --write
 # ---------------------------------------------------------------------------------------------
 # Kernel 2: merge the NUM_SPLITS partial results of each (query row, head).
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +246,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
         grid=(programs, splits),
         direct={},                               # compiled kernels, for _launch
         q_rows=q_rows, q_groups=q_groups, splits=splits,
-        dot_dtype=tl.float32 if interpreted else tl.bfloat16,
+        **_format_plan(device, interpreted, amd),
         block_n=block_n,
         options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
     )
@@ -259,6 +269,14 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
 # ---------------------------------------------------------------------------------------------
 # Launching with little host work.
 # ---------------------------------------------------------------------------------------------
+# The direct launch uses Triton internals (a compiled kernel's `[grid]` runner and
+# `packed_metadata`, a JIT function's `arg_names`), measured on these Triton versions only; on any
+# other, every launch takes the normal path. A runner that refuses its arguments (TypeError: the
+# internals changed) turns the direct launch off for the rest of the process.
+DIRECT_LAUNCH_TRITON = (("3", "6"),)          # (major, minor) versions where it was measured
+_DIRECT_LAUNCH = {"on": tuple(triton.__version__.split(".")[:2]) in DIRECT_LAUNCH_TRITON}
+
+
 def _specialization(arg):
     """What Triton specializes a compiled kernel on, for one argument: a tensor's dtype and
     16-byte alignment, an integer's value (only strides are passed as integers), else its type."""
@@ -276,15 +294,22 @@ def _launch(plan: dict, kernel, grid: tuple, args: tuple, constexprs: dict, opti
     (measured on the H200 machine: 41 -> 28 us of host time per one-launch call). Under the CPU
     interpreter there is no compiled kernel, and every launch takes the normal path."""
     key = (kernel, tuple(_specialization(a) for a in args))
-    direct = plan["direct"].get(key)
+    direct = plan["direct"].get(key) if _DIRECT_LAUNCH["on"] else None
     if direct is not None:
         launch, constexpr_args = direct
-        launch(*args, *constexpr_args)
-        return
+        try:
+            launch(*args, *constexpr_args)
+            return
+        except TypeError:                        # the internals changed: normal launches from now on
+            _DIRECT_LAUNCH["on"] = False
+            plan["direct"].clear()
     compiled = kernel[grid](*args, **constexprs, **options)
-    if hasattr(compiled, "packed_metadata"):     # a compiled kernel, not the interpreter's result
+    if _DIRECT_LAUNCH["on"] and hasattr(compiled, "packed_metadata"):   # not the interpreter's result
         constexpr_args = tuple(constexprs[name] for name in kernel.arg_names[len(args):])
         plan["direct"][key] = (compiled[tuple(grid) + (1,) * (3 - len(grid))], constexpr_args)
+
+
+# ==== end of shared code ====
 
 
 def custom_kernel(data) -> torch.Tensor:

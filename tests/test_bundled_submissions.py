@@ -144,39 +144,3 @@ def test_mxfp4_decoding_is_bit_exact_for_every_code_and_exponent():
     run = _run_interpreted([str(ROOT / "tools" / "mxfp4_decode_check.py")], timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "portable decoder: 293760 of 293760 values bit-exact" in run.stdout
-
-
-@pytest.mark.parametrize("name", TRITON_KERNELS)
-def test_direct_launch_reuses_the_compiled_kernel_only_for_the_same_specialization(name):
-    """`_launch` (GPU path, exercised here with a stand-in for Triton's JIT function): the first
-    launch goes through kernel[grid](...) and keeps the compiled kernel; the next launch with the
-    same argument specialization calls it directly, with the constexprs appended in the kernel's
-    parameter order and a 3-d grid; a tensor that is no longer 16-byte aligned, or another stride,
-    goes through kernel[grid](...) again (Triton would compile another specialization)."""
-    import torch
-
-    module = _load_submission(name, "launch")
-    calls = []
-
-    class Compiled:
-        packed_metadata = object()
-
-        def __getitem__(self, grid):
-            return lambda *args: calls.append(("direct", grid, args))
-
-    class Kernel:
-        arg_names = ["x", "stride", "B", "A"]
-
-        def __getitem__(self, grid):
-            def run(*args, **kwargs):
-                calls.append(("jit", grid, args, kwargs))
-                return Compiled()
-            return run
-
-    kernel, plan = Kernel(), {"direct": {}}
-    buf = torch.zeros(64)
-    for x, stride in ((buf[:8], 8), (buf[:8], 8), (buf[1:9], 8), (buf[:8], 16), (buf[4:12], 8)):
-        module._launch(plan, kernel, (5, 2), (x, stride), {"A": 1, "B": 2}, {"num_warps": 4})
-    assert [c[0] for c in calls] == ["jit", "direct", "jit", "jit", "direct"]
-    assert calls[0][1] == (5, 2) and calls[0][3] == {"A": 1, "B": 2, "num_warps": 4}
-    assert calls[1][1] == (5, 2, 1) and calls[1][2][1:] == (8, 2, 1)   # constexprs in parameter order
