@@ -166,16 +166,27 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
     passed = sum(c.ok for c in result.cases)
     name = problem.spec.name
     if result.ok:
-        from harness.selftest import lax_check
-
-        try:
-            lax = lax_check(other.problem, ctx.device, ctx.small)
-        except Exception as exc:  # noqa: BLE001 - a note that says less beats a lost result
-            lax = f"check not tried ({type(exc).__name__})"
+        lax = _companion_lax(companion, other)
         return f"passes {name}'s {passed} test case(s) (--task {companion.parent.name} ranks it there)" + (
             f"; note: its {lax}" if lax else "")
     why = result.error or next((f"{ctx.problem.label(c.args)}: {c.reason}" for c in result.cases if not c.ok), "")
     return f"fails {name}'s tests too ({passed} of {len(result.cases)} pass; {why[:200]})"
+
+
+_COMPANION_LAX: dict = {}  # (companion task, its check, device, small) -> lax_check line, once per process
+
+
+def _companion_lax(companion: Path, ctx: RunContext) -> str:
+    """selftest.lax_check's line for the companion task (ctx: the companion's context)."""
+    key = (companion, str(ctx.problem.check_policy), ctx.device, ctx.small)
+    if key not in _COMPANION_LAX:
+        from harness.selftest import lax_check
+
+        try:
+            _COMPANION_LAX[key] = lax_check(ctx.problem, ctx.device, ctx.small)
+        except Exception as exc:  # noqa: BLE001 - a note that says less beats a lost result
+            return f"check not tried ({type(exc).__name__})"
+    return _COMPANION_LAX[key]
 
 
 def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional["_Inputs"], box: Sandbox,
