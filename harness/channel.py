@@ -123,3 +123,13 @@ def printable(text: str) -> str:
     """Text from the other side without terminal control characters (escape sequences, bells):
     each becomes a space."""
     return "".join(ch if ch.isprintable() else " " for ch in text)
+
+
+_MARKDOWN_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "\\": "\\\\",
+                                   "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
+
+
+def markdown_text(text: str) -> str:
+    """Text from the other side for a Markdown table cell: no raw HTML, links, code spans or
+    emphasis of its own, no pipe that would end the cell."""
+    return text.translate(_MARKDOWN_ESCAPES)

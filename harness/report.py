@@ -14,12 +14,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from harness.channel import markdown_text
 from harness.results import CaseResult, SubmissionResult
 from harness.scan import ScanResult
 
 # Wide tables stay readable when piped to a file or a CI log (rich would wrap at 80 columns).
-console = Console(highlight=False, width=None if Console().is_terminal else 200)
-err_console = Console(stderr=True, highlight=False, width=None if Console(stderr=True).is_terminal else 200)
+# emoji=False: rich would turn ":white_check_mark:" in a submission's text into a pictogram
+console = Console(highlight=False, emoji=False, width=None if Console().is_terminal else 200)
+err_console = Console(stderr=True, highlight=False, emoji=False, width=None if Console(stderr=True).is_terminal else 200)
 
 
 class LiveProgress:
@@ -522,9 +524,18 @@ def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], s
         with open(csv_path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({k: _csv_cell(v) for k, v in row.items()} for row in rows)
     if markdown_path:
         Path(markdown_path).write_text(_markdown(rows, meta))
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """A text cell a spreadsheet would read as a formula (it starts with = + - @, a tab or a carriage
+    return) gets a leading apostrophe: a submission's own text reaches these cells."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
 
 
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -535,9 +546,9 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     def cell(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
-        return "" if v is None else str(v).replace("|", "\\|")
+        return "" if v is None else markdown_text(str(v))
 
-    head = " · ".join(f"{k}: {v}" for k, v in meta.items())
+    head = markdown_text(" · ".join(f"{k}: {v}" for k, v in meta.items()))
     lines = [f"Run: {head}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"

@@ -59,9 +59,9 @@ class Sandbox:
             raise self._failure
         try:
             reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
-            if reply.get("op") == "fatal":
+            if reply.get("op") == "fatal" and reply.get("kind") in FATAL_KINDS:
                 self.close()
-                raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+                raise WorkerFailure(reply["kind"], _text(reply.get("message")))
             if reply.get("op") != "ready":
                 self._protocol_error(reply)
         except WorkerFailure as exc:
@@ -162,8 +162,8 @@ class Sandbox:
         """The worker's reply `op` to a request: its error as a WorkerFailure, anything else as a
         protocol failure."""
         reply = self._receive(timeout, what)
-        if reply.get("op") == "error":
-            raise WorkerFailure(_text(reply.get("kind"), 40), _text(reply.get("message")))
+        if reply.get("op") == "error" and reply.get("kind") in ERROR_KINDS:
+            raise WorkerFailure(reply["kind"], _text(reply.get("message")))
         if reply.get("op") != op:
             self._protocol_error(reply)
         return reply
@@ -210,6 +210,12 @@ def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(value)
     return float(value)
+
+
+# The kinds of failure a worker reports (harness/worker/loop.py). A failure's reason starts with
+# its kind, so any other kind is a malformed message: the reason's first words stay the parent's.
+FATAL_KINDS = frozenset({"syntax error", "import error", "no custom_kernel"})
+ERROR_KINDS = frozenset({"exception", "out of memory", "bad output"})
 
 
 def _text(value: Any, limit: int = 400) -> str:

@@ -1,14 +1,19 @@
 """Static scan of a submission's source with kernelguard (PyPI, MIT): flags for review.
 
-Runs in the parent on the source text only (kernelguard parses, it does not execute). Findings
-are recorded and shown beside the verdict; they never change it: the runtime defences decide.
+Runs on the source text only (kernelguard parses, it does not execute), in a child process of the
+parent with a time limit. Findings are recorded and shown beside the verdict; they never change it:
+the runtime defences decide.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Optional
 
 try:  # imported with this module, before any worker starts (harness/cli.py)
     import kernelguard
@@ -51,13 +56,45 @@ def declared_variant(path: Path, variants: list[str]) -> str:
     return "+".join(v for v in variants if v in used) if 1 <= len(used) <= 2 else variants[0]
 
 
-def scan(path: Path) -> ScanResult:
+# kernelguard's time grows with the square of a long literal or comment (a 40 KB string literal
+# kept it busy 69 s on the CPU machine): it runs in a child process, ended past this many seconds,
+# and files larger than SCAN_MAX_BYTES are not handed to it at all.
+SCAN_SECONDS = 10.0
+SCAN_MAX_BYTES = 256 * 1024
+_CHILD = """import json, sys
+sys.path.insert(0, sys.argv[1])
+import kernelguard
+with open(sys.argv[2], errors="replace") as f:
+    found = kernelguard.analyze_code(f.read(), compute_structural_hash=False)
+print(json.dumps({"classification": str(found.get("classification", "unknown")),
+                  "matched": [[str(m.get(k, "?")) for k in ("pattern", "severity", "evidence")]
+                              for m in found.get("matched_patterns", [])]}))
+"""
+
+
+def scan(path: Path, seconds: Optional[float] = None) -> ScanResult:
+    """kernelguard's findings on the file's source, from a child process (`python -I`: the parent's
+    kernelguard, no other path) ended after `seconds` (default SCAN_SECONDS)."""
     if kernelguard is None:
         return ScanResult("not scanned (kernelguard not installed)", ())
+    seconds = SCAN_SECONDS if seconds is None else seconds
     try:
-        found = kernelguard.analyze_code(path.read_text(errors="replace"), compute_structural_hash=False)
-    except Exception as exc:  # a scanner bug must not stop an evaluation
-        return ScanResult(f"not scanned (kernelguard failed: {type(exc).__name__})", ())
-    flags = tuple(f"{m.get('pattern', '?')} ({m.get('severity', '?')}): {m.get('evidence', '')}"[:300]
-                  for m in found.get("matched_patterns", []))
-    return ScanResult(str(found.get("classification", "unknown")), flags)
+        size = path.stat().st_size
+    except OSError as exc:
+        return ScanResult(f"not scanned ({exc.strerror or type(exc).__name__})", ())
+    if size > SCAN_MAX_BYTES:
+        return ScanResult(f"not scanned (source over {SCAN_MAX_BYTES // 1024} KB)", ())
+    where = str(Path(kernelguard.__file__).resolve().parent.parent)
+    try:
+        run = subprocess.run([sys.executable, "-I", "-c", _CHILD, where, str(path)], capture_output=True,
+                             text=True, timeout=seconds)
+        found = json.loads(run.stdout) if run.returncode == 0 else None
+        why = (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1].split(":")[0][:60]
+    except subprocess.TimeoutExpired:
+        return ScanResult(f"not scanned (kernelguard ran over {seconds:g} s)", ())
+    except (OSError, ValueError) as exc:
+        found, why = None, type(exc).__name__
+    if not isinstance(found, dict):  # a scanner bug must not stop an evaluation
+        return ScanResult(f"not scanned (kernelguard failed: {why})", ())
+    flags = tuple(f"{pattern} ({severity}): {evidence}"[:300] for pattern, severity, evidence in found["matched"])
+    return ScanResult(found["classification"], flags)

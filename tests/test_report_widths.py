@@ -149,3 +149,24 @@ def test_short_name_keeps_short_names_and_the_end_of_long_ones(name):
     short = report.short_name(name)
     assert short == name if len(name) <= report.NAME_LIMIT else (
         len(short) == report.NAME_LIMIT and short.endswith(".py") and "…" in short)
+
+
+def test_exports_show_a_submissions_text_as_text(tmp_path):
+    """Text a submission controls (its name, its failure's reason) reaches the exports: in CSV a
+    cell that a spreadsheet would run as a formula gets a leading apostrophe; in Markdown raw HTML,
+    links, code spans and emphasis are escaped."""
+    import csv
+
+    evil = SubmissionResult("submissions/=cmd.py", "d", ok=False, scan=ScanResult("clean", ()),
+                            error="+SUM(1)", cases=[CaseResult("test", 0, "t0", False, args={"batchsize": 4, "kvseqlen": 1024},
+                                                               reason="@x <script>x</script> [PASS](javascript:alert(1)) `c` *e* a|b")])
+    report.write_exports([evil, RESULTS[0]], label, 4.8e12, {"commit": "<b>"}, csv_path=str(tmp_path / "r.csv"),
+                         markdown_path=str(tmp_path / "r.md"))
+    with open(tmp_path / "r.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["submission"] == "'=cmd.py" and rows[0]["error"] == "'+SUM(1)" and rows[0]["detail"].startswith("'@x")
+    assert not [v for row in rows for v in row.values() if v and v[0] in "=+-@\t\r"]
+    assert rows[1]["submission"] == LONG_NAME  # plain text is left alone
+    md = (tmp_path / "r.md").read_text()
+    assert "<" not in md and "[PASS](" not in md and "a\\|b" in md and "\\`c\\`" in md and "\\*e\\*" in md
+    assert "&lt;script&gt;" in md and "\\[PASS\\](javascript:alert(1))" in md and "&lt;b&gt;" in md

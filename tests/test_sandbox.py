@@ -301,3 +301,44 @@ def test_the_parents_environment_stays_with_the_parent(problem, cpu, arena, monk
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter3")
     result, _ = attack(problem, cpu, arena, "reads_environment.py")
     assert "secrets: []" in first_failure(result)
+
+
+def test_a_forged_failure_kind_is_a_protocol_failure_and_no_export_cell_is_a_formula(problem, cpu, arena, tmp_path):
+    import csv
+
+    from harness import report
+
+    result, _ = attack(problem, cpu, arena, "forges_failure_kind.py")
+    assert not result.ok and first_failure(result).startswith("protocol: unexpected message from the worker")
+    out = tmp_path / "x.csv"
+    report.write_exports([result], problem.label, None, {}, csv_path=str(out))
+    with open(out, newline="") as f:
+        cells = [cell for row in csv.reader(f) for cell in row]
+    assert any("HYPERLINK" in cell for cell in cells)  # the forged text is there, shown...
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]  # ...never as a formula
+
+
+def test_markup_in_a_reason_stays_text_in_the_markdown_export_and_the_terminal(problem, cpu, arena, tmp_path, capsys):
+    from harness import report
+
+    result, _ = attack(problem, cpu, arena, "marks_up_export.py")
+    assert not result.ok and "exception: ValueError" in first_failure(result)
+    out = tmp_path / "x.md"
+    report.write_exports([result], problem.label, None, {}, markdown_path=str(out))
+    text = out.read_text()
+    assert "&lt;img src=x onerror=" in text and "\\[PASS\\](javascript:" in text
+    assert "<img" not in text and "[PASS](" not in text
+    capsys.readouterr()
+    report.console.print(report.submission_table(result, problem.label))  # the harness's own console
+    shown = capsys.readouterr().out
+    assert ":white_check_mark:" in shown and "\u2705" not in shown
+
+
+def test_a_scanner_stall_is_cut_short_and_the_run_goes_on(problem, cpu, arena, monkeypatch):
+    from harness import scan
+
+    monkeypatch.setattr(scan, "SCAN_SECONDS", 1.0)
+    result, _ = attack(problem, cpu, arena, "stalls_scanner.py")
+    assert result.ok, first_failure(result)
+    assert result.scan.classification == "not scanned (kernelguard ran over 1 s)"
+    assert result.phases["static scan"] < 4

@@ -1,0 +1,33 @@
+"""The static scan (harness/scan.py): kernelguard's findings on a file's source, from a child
+process with a time limit, so a file built to stall the scanner cannot stall the run."""
+
+import time
+
+import pytest
+from conftest import ROOT
+
+from harness import scan
+
+pytestmark = pytest.mark.skipif(scan.kernelguard is None, reason="kernelguard not installed")
+
+
+def test_findings_come_back_from_the_child_process():
+    found = scan.scan(ROOT / "tests" / "zoo" / "prints_results.py")
+    assert found.classification == "hacked"
+    assert any(flag.startswith("FAKE_BENCHMARK_EMIT (") for flag in found.flags)
+    assert scan.scan(ROOT / "submissions" / "triton_bf16.py").classification == "valid"
+
+
+def test_a_file_that_stalls_the_scanner_is_left_unscanned_at_the_time_limit():
+    start = time.monotonic()
+    found = scan.scan(ROOT / "tests" / "zoo_os" / "stalls_scanner.py", seconds=0.5)
+    assert found == scan.ScanResult("not scanned (kernelguard ran over 0.5 s)", ())
+    assert time.monotonic() - start < 3
+
+
+def test_an_oversized_or_unreadable_file_is_not_handed_to_the_scanner(tmp_path, monkeypatch):
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 600)
+    monkeypatch.setattr(scan, "SCAN_MAX_BYTES", 2048)
+    assert scan.scan(big) == scan.ScanResult("not scanned (source over 2 KB)", ())
+    assert scan.scan(tmp_path / "missing.py").classification == "not scanned (No such file or directory)"
