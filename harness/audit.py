@@ -34,6 +34,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -178,13 +179,91 @@ def start(path: Path, ctx: "RunContext") -> Optional["Sandbox"]:
     return box
 
 
+SHARE_BYTES = 512 * 2**20   # what share_kernels copies at most: a Triton cache is a few MiB ...
+SHARE_FILES = 20_000        # ... in a few hundred files ...
+SHARE_DEPTH = 8             # ... two folders deep
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+class _ShareLimit(Exception):
+    pass
+
+
 def share_kernels(timed_scratch: Path, box: "Sandbox") -> None:
     """Copy the timed worker's compiled Triton kernels into the audit worker's cache, so the audit
     does not compile them again (the same submission's own kernels: nothing it could not run there
-    anyway)."""
-    source = Path(timed_scratch) / "triton-cache"
-    if source.is_dir() and not source.is_symlink():
-        shutil.copytree(source, box.worker.scratch / "triton-cache", symlinks=True, dirs_exist_ok=True)
+    anyway). Both folders are the submission's to write, and the audit worker is running: only
+    folders and regular files are copied, through descriptors, following no link on either side
+    and overwriting nothing, up to SHARE_BYTES / SHARE_FILES / SHARE_DEPTH; past those, or on any
+    error, the copy stops there (the audit compiles what is missing)."""
+    opened: list[int] = []
+    try:
+        source = os.open(Path(timed_scratch) / "triton-cache", _DIR)
+        opened.append(source)
+        scratch = os.open(box.worker.scratch, _DIR)
+        opened.append(scratch)
+        try:
+            os.mkdir("triton-cache", 0o755, dir_fd=scratch)
+        except FileExistsError:
+            pass
+        target = os.open("triton-cache", _DIR, dir_fd=scratch)
+        opened.append(target)
+        _copy_folder(source, target, [SHARE_BYTES, SHARE_FILES], 0)
+    except (OSError, _ShareLimit):
+        pass
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _copy_folder(source: int, target: int, left: list[int], depth: int) -> None:
+    """Folders and regular files of the folder open at `source` into the one open at `target`."""
+    if depth >= SHARE_DEPTH:
+        raise _ShareLimit
+    for name in os.listdir(source):
+        info = os.stat(name, dir_fd=source, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                os.mkdir(name, 0o755, dir_fd=target)
+            except FileExistsError:
+                pass
+            inner_source = os.open(name, _DIR, dir_fd=source)
+            try:
+                inner_target = os.open(name, _DIR, dir_fd=target)
+                try:
+                    _copy_folder(inner_source, inner_target, left, depth + 1)
+                finally:
+                    os.close(inner_target)
+            finally:
+                os.close(inner_source)
+        elif stat.S_ISREG(info.st_mode):
+            _copy_file(name, source, target, left)
+
+
+def _copy_file(name: str, source: int, target: int, left: list[int]) -> None:
+    left[1] -= 1
+    if left[1] < 0:
+        raise _ShareLimit
+    reader = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=source)
+    try:
+        if not stat.S_ISREG(os.fstat(reader).st_mode):  # replaced since it was listed
+            return
+        try:
+            writer = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=target)
+        except FileExistsError:
+            return
+        try:
+            while chunk := os.read(reader, 1 << 20):
+                left[0] -= len(chunk)
+                if left[0] < 0:
+                    raise _ShareLimit
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(writer, view):]
+        finally:
+            os.close(writer)
+    finally:
+        os.close(reader)
 
 
 def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"]) -> None:

@@ -259,8 +259,8 @@ class WorkerProcess:
             return f"killed by {name}", name
         return f"exited with code {code}", None
 
-    def close(self, grace: float = 5.0) -> None:
-        """Ask the worker to exit, give it `grace` seconds, then end it; remove its scratch."""
+    def stop(self, grace: float = 5.0) -> None:
+        """Ask the worker to exit, give it `grace` seconds, then end it and everything it started."""
         if self.proc.poll() is None:
             try:
                 self.channel.send({"op": "exit"})
@@ -268,6 +268,10 @@ class WorkerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+
+    def close(self, grace: float = 5.0) -> None:
+        """stop(), then remove its scratch."""
+        self.stop(grace)
         self.channel.close()
         if self.report is not None:
             self.report.finish()

@@ -190,3 +190,67 @@ def test_the_audit_worker_has_its_own_scratch_and_gets_the_timed_workers_kernels
     assert not own.exists()
     audit.discard_report(own)
     assert not box.worker.report.path.exists()
+
+
+def test_sharing_kernels_follows_no_link_and_overwrites_nothing(tmp_path):
+    """Both scratch folders are the submission's to write (the audit worker runs while the kernels
+    are copied): a link planted on either side is not followed, a named pipe does not block the
+    parent, nothing outside the audit worker's scratch changes, and past the limits the copy stops."""
+    import os
+    import types
+
+    import harness.audit as audit
+
+    outside = tmp_path / "operator-secret.txt"
+    outside.write_text("secret")
+    victim = tmp_path / "operator-file.txt"
+    victim.write_text("original")
+    timed, own = tmp_path / "timed", tmp_path / "own"
+    cache = timed / "triton-cache"
+    (cache / "abc").mkdir(parents=True)
+    (cache / "abc" / "kernel.bin").write_bytes(b"compiled")
+    (cache / "abc" / "victim.json").write_bytes(b"attacker's bytes")
+    (cache / "leak.txt").symlink_to(outside)               # would copy the operator's file in
+    (cache / "linked-dir").symlink_to(tmp_path)            # would copy a whole folder of the host in
+    os.mkfifo(cache / "pipe")                              # would block a plain copy
+    (own / "triton-cache" / "abc").mkdir(parents=True)
+    (own / "triton-cache" / "abc" / "victim.json").symlink_to(victim)  # would make the parent write there
+    box = types.SimpleNamespace(worker=types.SimpleNamespace(scratch=own))
+    audit.share_kernels(timed, box)
+    assert (own / "triton-cache" / "abc" / "kernel.bin").read_bytes() == b"compiled"
+    assert victim.read_text() == "original" and (own / "triton-cache" / "abc" / "victim.json").is_symlink()
+    assert not (own / "triton-cache" / "leak.txt").exists() and not (own / "triton-cache" / "linked-dir").exists()
+    assert not (own / "triton-cache" / "pipe").exists()
+    # a cache folder that is itself a link, on either side: nothing is copied
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "triton-cache").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    audit.share_kernels(timed, types.SimpleNamespace(worker=types.SimpleNamespace(scratch=other)))
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    linked = tmp_path / "linked-timed"
+    linked.mkdir()
+    (linked / "triton-cache").symlink_to(cache, target_is_directory=True)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    audit.share_kernels(linked, types.SimpleNamespace(worker=types.SimpleNamespace(scratch=fresh)))
+    assert not (fresh / "triton-cache" / "abc").exists()
+
+
+def test_sharing_kernels_stops_at_its_limits(tmp_path, monkeypatch):
+    import types
+
+    import harness.audit as audit
+
+    timed = tmp_path / "timed" / "triton-cache"
+    deep = timed.joinpath(*["d"] * 12)
+    deep.mkdir(parents=True)
+    (deep / "k.bin").write_bytes(b"x")
+    for i in range(5):
+        (timed / f"big{i}.bin").write_bytes(b"y" * 1000)
+    own = tmp_path / "own"
+    own.mkdir()
+    monkeypatch.setattr(audit, "SHARE_BYTES", 2500)
+    audit.share_kernels(tmp_path / "timed", types.SimpleNamespace(worker=types.SimpleNamespace(scratch=own)))
+    copied = sum(p.stat().st_size for p in (own / "triton-cache").rglob("*.bin"))
+    assert copied <= 2500 and not (own / "triton-cache").joinpath(*["d"] * 12, "k.bin").exists()
