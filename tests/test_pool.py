@@ -28,14 +28,19 @@ def verdicts(result):
     return (result.name, result.ok, result.error, [(c.kind, c.name, c.ok, c.reason) for c in result.cases])
 
 
-def test_pool_verdicts_match_the_sequential_run(problem, cpu, tmp_path):
-    ctx = RunContext(problem, cpu, True, tmp_path / "seq", secret=1234)
-    sequential = [evaluate(p, ctx, "test") for p in MIXED]
+@pytest.fixture(scope="module")
+def sequential(problem, cpu, tmp_path_factory):
+    """{path: verdicts} of MIXED evaluated one after the other (computed once for the module)."""
+    ctx = RunContext(problem, cpu, True, tmp_path_factory.mktemp("seq"), secret=1234)
+    return {p: verdicts(evaluate(p, ctx, "test")) for p in MIXED}
+
+
+def test_pool_verdicts_match_the_sequential_run(problem, tmp_path, sequential):
     finished = []
     parallel = evaluate_parallel(MIXED, config_for(problem, tmp_path), slot_envs(0, 2, "cpu"),
                                  lambda i, r: finished.append(i))
     assert sorted(finished) == list(range(len(MIXED)))
-    assert [verdicts(r) for r in parallel] == [verdicts(r) for r in sequential]
+    assert [verdicts(r) for r in parallel] == [sequential[p] for p in MIXED]
     assert [r.ok for r in parallel] == [True, False, False, False, True]
 
 
@@ -104,16 +109,14 @@ def test_parallel_flags_are_checked(tmp_path, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
-def test_ray_backend_matches_sequential(problem, cpu, tmp_path):
+def test_ray_backend_matches_sequential(problem, tmp_path, sequential):
     pytest.importorskip("ray")
     from harness.ray_backend import evaluate_ray
 
-    paths = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "segfault.py"]
-    ctx = RunContext(problem, cpu, True, tmp_path / "seq", secret=1234)
-    sequential = [evaluate(p, ctx, "test") for p in paths]
+    paths = MIXED[:3]
     settings = config_for(problem, tmp_path, max_seconds=problem.spec.timing.max_seconds)
     results = evaluate_ray(paths, settings, address=None, num_cpus=2)
-    assert [verdicts(r) for r in results] == [verdicts(r) for r in sequential]
+    assert [verdicts(r) for r in results] == [sequential[p] for p in paths]
     assert [r.path for r in results] == [str(p) for p in paths]
     assert list((tmp_path / "logs").glob("segfault.*.log"))
 
