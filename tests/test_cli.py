@@ -96,7 +96,7 @@ def test_exports_hold_every_number(tmp_path):
     import json
 
     paths = {ext: tmp_path / f"r.{ext}" for ext in ("json", "csv", "md")}
-    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.5", "--submission", str(ROOT / "submissions" / "torch_batched.py"),
+    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.1", "--submission", str(ROOT / "submissions" / "torch_batched.py"),
                "--json", str(paths["json"]), "--csv", str(paths["csv"]), "--markdown", str(paths["md"]))
     assert code == 0
     doc = json.loads(paths["json"].read_text())
@@ -144,7 +144,7 @@ def test_two_formats_move_the_bytes_of_both(problem):
 def test_history_and_compare(tmp_path, capsys):
     sub = str(ROOT / "submissions" / "torch_batched.py")
     for _ in range(2):
-        assert cli(tmp_path, "--mode", "benchmark", "--budget", "0.3", "--submission", sub) == 0
+        assert cli(tmp_path, "--mode", "benchmark", "--budget", "0.1", "--submission", sub) == 0
     capsys.readouterr()
     assert cli(tmp_path, "--mode", "history") == 0
     out = capsys.readouterr().out
@@ -178,7 +178,7 @@ def test_compare_marks_are_noise_aware():
 def test_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "plots"
-    assert cli(tmp_path, "--mode", "benchmark", "--budget", "0.3", "--plot", str(out),
+    assert cli(tmp_path, "--mode", "benchmark", "--budget", "0.1", "--plot", str(out),
                "--submission", str(ROOT / "submissions" / "torch_batched.py")) == 0
     for name in ("leaderboard.png", "roofline.png"):
         data = (out / name).read_bytes()
@@ -304,7 +304,7 @@ def test_bad_shape_or_timeout_is_one_line(tmp_path, capsys, args, message):
 
 @pytest.mark.slow
 def test_speedup_over_a_baseline(tmp_path, capsys):
-    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.2", "--baseline", str(ROOT / "submissions" / "torch_loop.py"),
+    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.1", "--baseline", str(ROOT / "submissions" / "torch_loop.py"),
                "--submission", str(ROOT / "submissions" / "torch_batched.py"))
     assert code == 0
     out = " ".join(capsys.readouterr().out.split())
