@@ -134,3 +134,14 @@ def markdown_text(text: str) -> str:
     own, no pipe that would end the cell. (Emphasis is left: names such as torch_batched.py stay
     readable in the file.)"""
     return text.translate(_MARKDOWN_ESCAPES)
+
+
+def markdown_code(text: str) -> str:
+    """Free text from the other side as a Markdown code span (for a table cell): shown as typed,
+    with no HTML, link or bare-URL autolink of its own; only pipes are escaped, as tables need."""
+    if not text:
+        return ""
+    backticks = "".join(ch if ch == "`" else " " for ch in text).split()
+    fence = "`" * (max(map(len, backticks), default=0) + 1)
+    escaped = text.replace("|", "\\|")
+    return f"{fence} {escaped} {fence}"

@@ -329,24 +329,39 @@ def _selftest(problem, device, small: bool) -> int:
 
 
 def resolve_submissions(paths: Sequence[str]) -> list[Path]:
-    """The files to evaluate, checked: each exists and is a .py file; default submissions/*.py."""
+    """The files to evaluate, checked: each exists and is a .py file whose path can be shown and
+    stored as it is; default submissions/*.py."""
     if not paths:
         folder = Path("submissions") if Path("submissions").is_dir() else REPO_ROOT / "submissions"
         found = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
         if not found:
             raise UsageError(f"{folder}: no submissions (*.py) found; pass --submission PATH")
-        return found
+        return [_showable(p.resolve()) for p in found]
     out = []
     for raw in paths:
-        path = Path(raw)
+        path = Path(_showable(Path(raw)))
         if not path.exists():
             raise UsageError(f"{raw}: submission file not found")
         if path.is_dir():
             raise UsageError(f"{raw}: is a folder; pass a .py file")
         if path.suffix != ".py":
             raise UsageError(f"{raw}: not a Python file (expected a .py submission)")
-        out.append(path.resolve())
+        out.append(_showable(path.resolve()))
     return out
+
+
+def _showable(path: Path) -> Path:
+    """`path`, if every character of it can be printed, stored and exported as it is: a file name
+    is the submitter's choice, and one with terminal escapes, line breaks or bytes that are not
+    UTF-8 would reach the report, the database and the exports."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{ascii(text)}: path not valid UTF-8; rename the file") from None
+    if not text.isprintable():
+        raise UsageError(f"{ascii(text)}: path holds control characters; rename the file") from None
+    return path
 
 
 if __name__ == "__main__":

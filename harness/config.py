@@ -23,7 +23,7 @@ class RunConfig:
     device: Optional[str] = None       # "cpu", "cuda" or None (detect)
     small: bool = False                # the task's small shapes
     log_dir: str = "results/logs"
-    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(31))  # None: public seeds
+    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(63))  # None: public seeds
     bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU runs)
     graph: bool = False                # time CUDA-graph replays
     policy: Optional[str] = None       # check policy (None: the task's default)

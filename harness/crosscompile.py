@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from harness.channel import markdown_text, printable
+from harness.channel import markdown_code, printable
 
 DEFAULT_TARGETS = ("gfx950", "gfx942")
 REPORT_LIMIT = 4 << 20      # bytes of the child's JSON report the parent reads
@@ -441,7 +441,7 @@ def report_table(rows: Sequence[dict], title: str = "cross-compile report"):
 def report_markdown(rows: Sequence[dict]) -> str:
     """The same columns as `report_table`, as a Markdown table (for BENCHMARKS.md and reviews)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(markdown_text(cell) for cell in cells) + " |" for cells in _table_cells(rows)]
+    lines += ["| " + " | ".join(markdown_code(cell) for cell in cells) + " |" for cells in _table_cells(rows)]
     return "\n".join(lines) + "\n"
 
 

@@ -66,7 +66,7 @@ class RunContext:
     device: DeviceInfo
     small: bool
     log_dir: Path
-    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(31))  # None: public seeds
+    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(63))  # None: public seeds
     bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
     graph: bool = False                # time CUDA-graph replays of the call (--graph)
     sandbox: str = "auto"              # the OS sandbox: auto | require | off (harness/launch.py)
@@ -85,9 +85,9 @@ class RunContext:
         """Seeds for a case's timed calls: drawn from the run's secret, so `--seed` reproduces a
         run exactly while nobody without the secret can predict them."""
         if self.secret is None:
-            return lambda: secrets.randbits(31)
+            return lambda: secrets.randbits(63)
         rng = random.Random(f"{self.secret}:{case.kind}:{case.index}")
-        return lambda: rng.getrandbits(31)
+        return lambda: rng.getrandbits(63)
 
     def floor_s(self, data: Any) -> Optional[float]:
         """The least time any legitimate kernel needs for these inputs: the fewest bytes it must

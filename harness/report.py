@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from harness.channel import markdown_text
+from harness.channel import markdown_code, markdown_text
 from harness.results import CaseResult, SubmissionResult
 from harness.scan import ScanResult
 
@@ -548,9 +548,12 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
         return "" if v is None else markdown_text(str(v))
 
+    def text(column: str, v: Any) -> str:  # free text that may hold a submission's own words
+        return markdown_code(str(v or "")) if column in ("warnings", "detail") else cell(v)
+
     head = markdown_text(" · ".join(f"{k}: {v}" for k, v in meta.items()))
     lines = [f"Run: {head}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(text(c, r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -24,6 +24,32 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("name, message", [
+    (b"\xff\xfe_kernel.py", "path not valid UTF-8; rename the file"),
+    (b"ok\x1b[2J\x1b]0;all passed\x07x.py", "path holds control characters; rename the file"),
+    (b"fine\n# Verified by the harness\nx.py", "path holds control characters; rename the file"),
+])
+def test_a_submission_path_that_cannot_be_shown_as_it_is_is_refused(tmp_path, capsys, monkeypatch, name, message):
+    """A file name is its submitter's choice; one with undecodable bytes crashed the database write
+    after the run, one with escapes or line breaks spoofed the report and the exports. Refused
+    before anything runs, whether named or found in the submissions folder, with the name shown
+    escaped."""
+    import os
+
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    path = os.path.join(os.fsencode(folder), name)
+    with open(path, "w") as f:
+        f.write("def custom_kernel(data):\n    return data\n")
+    for args in (["--submission", os.fsdecode(path)], []):
+        monkeypatch.chdir(tmp_path)
+        assert cli(tmp_path, "--mode", "test", *args) == 2
+        err = capsys.readouterr().err
+        assert message in err and "\x1b" not in err and len(err.strip().splitlines()) == 1
+    db = tmp_path / "r.db"
+    assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
 def test_empty_submissions_folder(tmp_path, capsys, monkeypatch):
     (tmp_path / "submissions").mkdir()
     monkeypatch.chdir(tmp_path)

@@ -354,9 +354,11 @@ def test_long_strings_are_cut_and_the_table_renders():
     console = Console(record=True, width=200)
     console.print(report_table(rows))
     assert "compiled" in console.export_text()
-    markdown = report_markdown([_row(kernel="a|b")]).splitlines()
+    markdown = report_markdown([_row(kernel="a|b <img src=x> https://example.invalid")]).splitlines()
     assert markdown[0].startswith("| kernel | target | status |") and len(markdown) == 3
-    assert markdown[2].startswith("| a\\|b warps=4 | gfx950 | compiled | 20 | 20 | 0 | 0 | 8 (max) | - |")
+    # every cell a code span: a forged report's text shows as typed (no HTML, link or autolink)
+    assert markdown[2].startswith("| ` a\\|b <img src=x> https://example.invalid warps=4 ` | ` gfx950 ` | ` compiled ` "
+                                  "| ` 20 ` | ` 20 ` | ` 0 ` | ` 0 ` | ` 8 (max) ` | ` - ` |")
 
 
 AUTOTUNED = '''

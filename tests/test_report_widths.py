@@ -153,8 +153,8 @@ def test_short_name_keeps_short_names_and_the_end_of_long_ones(name):
 
 def test_exports_show_a_submissions_text_as_text(tmp_path):
     """Text a submission controls (its name, its failure's reason) reaches the exports: in CSV a
-    cell that a spreadsheet would run as a formula gets a leading apostrophe; in Markdown raw HTML,
-    links and code spans are escaped."""
+    cell that a spreadsheet would run as a formula gets a leading apostrophe; in Markdown a reason
+    is a code span and other text has HTML, links and code spans escaped."""
     import csv
 
     evil = SubmissionResult("submissions/=cmd.py", "d", ok=False, scan=ScanResult("clean", ()),
@@ -168,5 +168,6 @@ def test_exports_show_a_submissions_text_as_text(tmp_path):
     assert not [v for row in rows for v in row.values() if v and v[0] in "=+-@\t\r"]
     assert rows[1]["submission"] == LONG_NAME  # plain text is left alone
     md = (tmp_path / "r.md").read_text()
-    assert "<" not in md and "[PASS](" not in md and "a\\|b" in md and "\\`c\\`" in md
-    assert "&lt;script&gt;" in md and "\\[PASS\\](javascript:alert(1))" in md and "&lt;b&gt;" in md
+    # a reason is a code span (shown as typed: no HTML, link or autolink), other text is escaped
+    assert "| `` @x <script>x</script> [PASS](javascript:alert(1)) `c` *e* a\\|b `` |" in md
+    assert md.startswith("Run: commit: &lt;b&gt;")
