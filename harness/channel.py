@@ -138,7 +138,9 @@ def markdown_text(text: str) -> str:
 
 def markdown_code(text: str) -> str:
     """Free text from the other side as a Markdown code span (for a table cell): shown as typed,
-    with no HTML, link or bare-URL autolink of its own; only pipes are escaped, as tables need."""
+    with no HTML, link or bare-URL autolink of its own, on one line; only pipes are escaped, as
+    tables need."""
+    text = " ".join(text.split())
     if not text:
         return ""
     backticks = "".join(ch if ch == "`" else " " for ch in text).split()
