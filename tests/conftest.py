@@ -6,6 +6,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = Path(__file__).resolve().parent / "zoo"
+TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")  # the bundled Triton submissions
 sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
@@ -25,6 +26,13 @@ def cli(tmp_path: Path, *args: str) -> int:
 
     return main(["--no-progress", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"),
                  *args])
+
+
+def load_submission(name: str, tag: str):
+    """A bundled submission file as a fresh module (its module-level state is the test's own)."""
+    from harness.worker.loop import load_module
+
+    return load_module(ROOT / "submissions" / name, f"{tag}_{name[:-3]}")
 
 
 def log_of(folder: Path, stem: str) -> str:

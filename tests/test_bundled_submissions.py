@@ -2,7 +2,7 @@
 Triton's interpreter), so CI exercises their real code paths."""
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, TRITON_KERNELS, load_submission
 
 from harness.engine import RunContext, evaluate
 
@@ -50,16 +50,6 @@ def test_competition_style_files_run_unchanged(problem, cpu, tmp_path, path):
     assert ("kv=fp8,q=fp8" in reasons) if "fp8" in path.name else ("kv=mxfp4" in reasons)
 
 
-TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
-
-
-def _load_submission(name: str, tag: str):
-    """A bundled submission file as a fresh module (its module-level state is the test's own)."""
-    from harness.worker.loop import load_module
-
-    return load_module(ROOT / "submissions" / name, f"{tag}_{name[:-3]}")
-
-
 @pytest.mark.parametrize("name", TRITON_KERNELS)
 def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
     """The GPU launch plan, computed here for an H200-like device (132 SMs; workspaces on the meta
@@ -73,7 +63,7 @@ def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device=None: types.SimpleNamespace(multi_processor_count=132))
-    module = _load_submission(name, "plan")
+    module = load_submission(name, "plan")
     for case in problem.spec.cases("benchmark"):
         batch, q_len, kv_len = case.args["batchsize"], case.args["qseqlen"], case.args["kvseqlen"]
         plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))

@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 import triton
-from conftest import ROOT
+from conftest import ROOT, TRITON_KERNELS, load_submission
 
 sys.path.insert(0, str(ROOT / "tools"))
 import shared_code  # noqa: E402
-
-TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")
-
 
 def test_every_copy_of_the_shared_code_agrees():
     assert shared_code.differences() == {}, "run: python tools/shared_code.py --write"
@@ -37,13 +34,6 @@ def test_a_file_without_its_marks_is_refused(tmp_path):
     copy.write_text((ROOT / "submissions" / "triton_fp8.py").read_text().replace(shared_code.END, "# (end)"))
     with pytest.raises(shared_code.SharedCodeError, match="triton_fp8.py: needs exactly one"):
         shared_code.differences(ROOT / "submissions" / "triton_bf16.py", (copy,))
-
-
-def _load(name: str, tag: str):
-    """A bundled submission file as a fresh module (its module-level state is the test's own)."""
-    from harness.worker.loop import load_module
-
-    return load_module(ROOT / "submissions" / name, f"{tag}_{name[:-3]}")
 
 
 class _Compiled:
@@ -84,7 +74,7 @@ def test_direct_launch_reuses_the_compiled_kernel_only_for_the_same_specializati
     compile another specialization)."""
     import torch
 
-    module = _load(name, "launch")
+    module = load_submission(name, "launch")
     module._DIRECT_LAUNCH["on"] = True
     kernel, plan = _Kernel(), {"direct": {}}
     buf = torch.zeros(64)
@@ -101,7 +91,7 @@ def test_direct_launch_reuses_the_compiled_kernel_only_for_the_same_specializati
 def test_direct_launch_is_on_only_for_a_measured_triton_version(monkeypatch, version, direct):
     monkeypatch.setattr(triton, "__version__", version)
     for name in TRITON_KERNELS:
-        module = _load(name, "version")
+        module = load_submission(name, "version")
         assert module._DIRECT_LAUNCH["on"] is direct, name
         if not direct:  # every launch takes the normal path, none keeps a compiled kernel
             kernel, plan = _Kernel(), {"direct": {}}
@@ -114,7 +104,7 @@ def test_direct_launch_is_on_only_for_a_measured_triton_version(monkeypatch, ver
 def test_a_runner_that_refuses_its_arguments_turns_the_direct_launch_off(name):
     """Triton internals that changed under a measured version number (a runner raising TypeError):
     the launch goes through kernel[grid](...) instead, and so does every later one."""
-    module = _load(name, "refuses")
+    module = load_submission(name, "refuses")
     module._DIRECT_LAUNCH["on"] = True
     kernel, plan = _Kernel(runner_error=TypeError("run() takes 9 positional arguments")), {"direct": {}}
     for _ in range(4):
@@ -125,7 +115,7 @@ def test_a_runner_that_refuses_its_arguments_turns_the_direct_launch_off(name):
 
 @pytest.mark.parametrize("name", TRITON_KERNELS)
 def test_other_errors_of_a_direct_launch_are_not_swallowed(name):
-    module = _load(name, "raises")
+    module = load_submission(name, "raises")
     module._DIRECT_LAUNCH["on"] = True
     kernel, plan = _Kernel(runner_error=RuntimeError("CUDA error: an illegal memory access")), {"direct": {}}
     module._launch(plan, kernel, (5, 2), (7, 8), {"A": 1, "B": 2}, {})
