@@ -72,6 +72,15 @@ print(json.dumps({"classification": str(found.get("classification", "unknown")),
 """
 
 
+def _import_root(module) -> Path:
+    """The folder on the import path that holds `module`: kernelguard ships as one file
+    (`kernelguard.py`), a later release may be a package. `python -I` keeps only the standard
+    locations, so a kernelguard installed elsewhere (PYTHONPATH, the user's site folder) is found
+    through this folder alone."""
+    file = Path(module.__file__).resolve()
+    return file.parent.parent if file.name == "__init__.py" else file.parent
+
+
 def scan(path: Path, seconds: Optional[float] = None) -> ScanResult:
     """kernelguard's findings on the file's source, from a child process (`python -I`: the parent's
     kernelguard, no other path) ended after `seconds` (default SCAN_SECONDS)."""
@@ -84,7 +93,7 @@ def scan(path: Path, seconds: Optional[float] = None) -> ScanResult:
         return ScanResult(f"not scanned ({exc.strerror or type(exc).__name__})", ())
     if size > SCAN_MAX_BYTES:
         return ScanResult(f"not scanned (source over {SCAN_MAX_BYTES // 1024} KB)", ())
-    where = str(Path(kernelguard.__file__).resolve().parent.parent)
+    where = str(_import_root(kernelguard))
     try:
         run = subprocess.run([sys.executable, "-I", "-c", _CHILD, where, str(path)], capture_output=True,
                              text=True, timeout=seconds)

@@ -31,3 +31,18 @@ def test_an_oversized_or_unreadable_file_is_not_handed_to_the_scanner(tmp_path, 
     monkeypatch.setattr(scan, "SCAN_MAX_BYTES", 2048)
     assert scan.scan(big) == scan.ScanResult("not scanned (source over 2 KB)", ())
     assert scan.scan(tmp_path / "missing.py").classification == "not scanned (No such file or directory)"
+
+
+def test_the_child_imports_the_parents_kernelguard_wherever_it_is_installed(tmp_path, monkeypatch):
+    # A kernelguard outside the standard locations (PYTHONPATH, the user's site folder: `python -I`
+    # ignores both), as one file or as a package: the child must still find the parent's.
+    child = ('def analyze_code(source, compute_structural_hash=False):\n'
+             '    return {"classification": "from-KIND", "matched_patterns": []}\n')
+    for kind, file in (("file", tmp_path / "one" / "kernelguard.py"),
+                       ("package", tmp_path / "two" / "kernelguard" / "__init__.py")):
+        file.parent.mkdir(parents=True)
+        file.write_text(child.replace("KIND", kind))
+        fake = type(scan.kernelguard)("kernelguard")
+        fake.__file__ = str(file)
+        monkeypatch.setattr(scan, "kernelguard", fake)
+        assert scan.scan(ROOT / "submissions" / "triton_bf16.py").classification == f"from-{kind}"

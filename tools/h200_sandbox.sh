@@ -76,11 +76,11 @@ fi
 python3 - "$DB" <<'PY' | tee "$OUT/summary.txt"
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-print("run | sandboxed | submission | ok | geomean µs | audit | worst timed/audit")
-for run, sb, name, ok, geo, audit, sid in db.execute(
-        "SELECT r.id, r.sandboxed, s.name, s.ok, s.geomean_us, s.audit, s.id FROM submissions s JOIN runs r ON r.id = s.run_id"):
+print("run | sandboxed | submission | ok | geomean µs | scan | audit | worst timed/audit")
+for run, sb, name, ok, geo, scanned, audit, sid in db.execute(
+        "SELECT r.id, r.sandboxed, s.name, s.ok, s.geomean_us, s.scan, s.audit, s.id FROM submissions s JOIN runs r ON r.id = s.run_id"):
     ratios = [m / a for m, a in db.execute("SELECT median_us, audit_us FROM cases WHERE submission_id = ? AND audit_us > 0", (sid,))]
-    print(f"{run} | {sb} | {name} | {ok} | {geo and round(geo, 1)} | {audit[:60]} | {min(ratios) if ratios else None}")
+    print(f"{run} | {sb} | {name} | {ok} | {geo and round(geo, 1)} | {scanned[:40]} | {audit[:60]} | {min(ratios) if ratios else None}")
 PY
 tar czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null
 ls "$LOGS"/*.audit.csv >/dev/null 2>&1 && tar czf "$OUT/audit_reports.tgz" -C "$LOGS" $(cd "$LOGS" && ls *.audit.csv)
