@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import traceback
 from collections import deque
 from multiprocessing import connection
@@ -79,6 +80,7 @@ def failed(path: Path, error: str):
 def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
     """An evaluator process: pin the device, build the context once, then evaluate job after job."""
     os.environ.update(env)  # before anything initialises the GPU; the workers it starts inherit it
+    tempfile.tempdir = None  # read again from TMPDIR: the slot's folder
     from harness.engine import evaluate
 
     ctx = config.context()
@@ -102,10 +104,13 @@ class _Slot:
     def __init__(self, config: RunConfig, env: dict[str, str]):
         self.config, self.env = config, env
         self.job: Optional[tuple[int, Path]] = None
+        # The evaluator's temporary folders (its workers' scratch) go into one of the slot's own,
+        # removed when the slot stops: an evaluator that is killed cannot remove what it made.
+        self.folder = Path(tempfile.mkdtemp(prefix="mla-eval-evaluator-"))
         ctx = tmp.get_context("spawn")
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_evaluator_main, args=(child, config, env), daemon=False,
-                                name=f"evaluator {env}")
+        self.proc = ctx.Process(target=_evaluator_main, args=(child, config, {**env, "TMPDIR": str(self.folder)}),
+                                daemon=False, name=f"evaluator {env}")
         self.proc.start()
         child.close()
         self.ready = False
@@ -114,7 +119,10 @@ class _Slot:
         return how_it_ended(self.proc)[0]
 
     def stop(self) -> None:
+        from harness.launch import remove_tree
+
         stop(self.proc, self.conn, None, grace=10)
+        remove_tree(self.folder)
 
 
 def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
