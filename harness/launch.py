@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
@@ -151,6 +152,26 @@ def use_sandbox(mode: str) -> bool:
     return why is None
 
 
+SCRATCH_REMOVAL_SECONDS = 10.0  # how long remove_scratch keeps trying
+
+
+def remove_scratch(path: Path, seconds: float = SCRATCH_REMOVAL_SECONDS) -> None:
+    """Remove an ended worker's scratch folder. The worker's own process is gone, but the sandbox's
+    other processes end a moment later (the kernel kills them once the sandbox's first process has
+    died), and until then they can still write there: remove, and again while something reappears,
+    for up to `seconds`; then say that it stayed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        remove_tree(path)
+        if not os.path.lexists(path):
+            return
+        if time.monotonic() > deadline:
+            print(f"warning: {path}: the worker's scratch folder could not be removed: something still writes there",
+                  file=sys.stderr)
+            return
+        time.sleep(0.05)
+
+
 def remove_tree(path: Path) -> None:
     """Remove a folder a worker wrote, whatever it holds: shutil.rmtree recurses once per level, so a
     tree thousands of folders deep raises RecursionError (ignore_errors does not cover it); then
@@ -192,15 +213,16 @@ def child_env() -> dict[str, str]:
 
 
 def _make_private(private: Sequence[Path]) -> None:
-    """Create the private paths that do not exist yet (the log folder; the database, as an empty file
-    SQLite opens later), so that the sandbox hides them even from a worker started before the run
-    opened them: a path created after the worker started would appear inside it."""
+    """Create the private paths that do not exist yet (the log folder; the database as an empty file
+    SQLite opens later, and its rollback journal, which harness/store.py keeps as one file), so that
+    the sandbox hides them even from a worker started before the run opened them: a path created
+    after the worker started would appear inside it."""
     for path in map(Path, private):
-        if path.exists():
-            continue
         if path.suffix:  # a file: the database
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            for file in (path, Path(f"{path}-journal")):
+                if not file.exists():
+                    file.touch()
         else:
             path.mkdir(parents=True, exist_ok=True)
 
@@ -276,7 +298,7 @@ class WorkerProcess:
         if self.report is not None:
             self.report.finish()
         if self.owns_scratch:
-            remove_tree(self.scratch)
+            remove_scratch(self.scratch)
 
 
 class ReportCopy:

@@ -587,7 +587,11 @@ def show_finished(mode: str, result: SubmissionResult, label: Callable[[dict], s
     if mode == "profile":
         for c in result.cases:
             console.rule(f"{escape(result.name)} · {label(c.args)}")
-            console.print(c.profile or f"[red]{escape(c.reason)}[/]", markup=not c.profile)
+            if c.profile:  # the worker's own text (it can write anything there): every line behind a gutter
+                console.print(Text("\n").join(Text.assemble(("│ ", "dim"), line) for line in c.profile.splitlines()),
+                              soft_wrap=True)
+            else:
+                console.print(f"[red]{escape(c.reason)}[/]")
     if mode in ("test", "benchmark", "profile") or n_submissions == 1:
         if result.error:
             console.print(f"[red]FAIL[/] {escape(result.name)}: {escape(result.error)}")

@@ -105,6 +105,11 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path)
+            # The rollback journal (old copies of the pages a write changes: earlier runs' rows) stays
+            # as one file instead of being made and deleted at each write: a file that exists before a
+            # worker starts is hidden from it (harness/launch.py, hidden_paths and _make_private), one
+            # made later would not be.
+            self.db.execute("PRAGMA journal_mode=PERSIST")
             self.db.executescript(SCHEMA)
             for table, column, decl in ADDED_COLUMNS:
                 have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}

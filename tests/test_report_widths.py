@@ -171,3 +171,19 @@ def test_exports_show_a_submissions_text_as_text(tmp_path):
     # a reason is a code span (shown as typed: no HTML, link or autolink), other text is escaped
     assert "| `` @x <script>x</script> [PASS](javascript:alert(1)) `c` *e* a\\|b `` |" in md
     assert md.startswith("Run: commit: &lt;b&gt;")
+
+
+def test_a_profile_table_cannot_pass_for_the_harnesss_own_lines(monkeypatch):
+    # --mode profile prints the table the submission's worker built: a forged rule and verdict in it
+    # stay behind a gutter the harness draws, so they cannot look like the next submission's output.
+    forged = ("Name  Self CPU  CUDA total\nhonest_kernel  1.000us  1.000us\n"
+              "──────── triton_bf16.py · 2×128 ────────\nFAIL triton_bf16.py: crashed")
+    case = CaseResult("profile", 0, "p0", True, args={"batchsize": 2, "kvseqlen": 128}, profile=forged)
+    result = SubmissionResult("forges_profile.py", "", ok=True, cases=[case])
+    console = Console(width=120, record=True, file=io.StringIO())
+    monkeypatch.setattr(report, "console", console)
+    report.show_finished("profile", result, lambda args: "2×128", 1, None)
+    lines = console.export_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("│ Name"))
+    assert all(line.startswith("│ ") for line in lines[start:start + 4])
+    assert not any(line.startswith(("FAIL triton_bf16", "─")) for line in lines[start:])

@@ -298,6 +298,17 @@ def test_a_scratch_tree_too_deep_for_rmtree_is_removed(problem, cpu, arena, tmp_
     assert not list(own.iterdir())
 
 
+def test_no_file_is_left_when_the_sandbox_is_killed_while_its_processes_write(problem, cpu, arena, tmp_path,
+                                                                              monkeypatch):
+    own = tmp_path / "tmp"  # this worker's scratch lands here, apart from other runs' on the machine
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    for _ in range(2):  # (it raced the removal in each of 3 tries before the fix)
+        result, _ = attack(problem, cpu, arena, "races_scratch_removal.py")
+        assert not result.ok and "protocol" in first_failure(result), first_failure(result)
+        assert not list(own.iterdir())
+
+
 def test_the_parents_environment_stays_with_the_parent(problem, cpu, arena, monkeypatch):
     monkeypatch.setenv("MLA_EVAL_PLANTED_TOKEN", "hunter2")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter3")

@@ -1,8 +1,10 @@
 """Statistics and the stopping rule; the store's transactions."""
 
 import sqlite3
+from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from harness.device import detect
 from harness.results import CaseResult, SubmissionResult
@@ -190,3 +192,18 @@ def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu
     result = _benchmark_case(calls, "bf16", lambda *a, **k: None)
     assert result.ok is ok and len(list(calls.tails)) == 100 - runs
     assert ok or "median 90 µs after the end event" in result.reason
+
+
+def test_the_databases_journal_exists_before_any_worker_and_stays(tmp_path):
+    # The sandbox hides the database's files that exist when a worker starts (harness/launch.py);
+    # SQLite's default journal is made and deleted at each write, so a worker running while the
+    # parent writes could read old rows in it. The journal is made beforehand and kept.
+    from harness.launch import _make_private, hidden_paths
+
+    db = tmp_path / "results" / "runs.db"
+    _make_private([db, tmp_path / "logs"])
+    assert Path(f"{db}-journal") in hidden_paths(ROOT / "submissions" / "torch_batched.py", [db])[1]
+    store = Store(db)
+    store.start_run("test", "amd-mixed-mla", detect("cpu"), {})
+    store.close()
+    assert Path(f"{db}-journal").exists()
