@@ -350,6 +350,9 @@ def resolve_submissions(paths: Sequence[str]) -> list[Path]:
     return out
 
 
+MARKUP_CHARACTERS = "[]$"
+
+
 def _showable(path: Path) -> Path:
     """`path`, if every character of it can be printed, stored and exported as it is: a file name
     is the submitter's choice, and one with terminal escapes, line breaks or bytes that are not
@@ -361,6 +364,10 @@ def _showable(path: Path) -> Path:
         raise UsageError(f"{ascii(text)}: path not valid UTF-8; rename the file") from None
     if not text.isprintable():
         raise UsageError(f"{ascii(text)}: path holds control characters; rename the file") from None
+    markup = sorted(set(text) & set(MARKUP_CHARACTERS))
+    if markup:  # rich's markup ([link=...], [/x]) in the terminal, matplotlib's mathtext ($...$) in the plots
+        raise UsageError(f"{text}: path holds {' '.join(markup)}, which the reports would read as markup; "
+                         "rename the file or its folder")
     return path
 
 

@@ -453,16 +453,17 @@ def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optiona
 
 
 def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequence[Any]) -> Table:
-    """Per (submission, case) in both runs: median A, median B, B/A, and a noise-aware mark."""
-    by_key = {(r["submission"], r["spec"]): r for r in rows_a}
+    """Per (submission, case) in both runs: median A, median B, B/A, and a noise-aware mark. A
+    submission is its file's path: a file of the same name elsewhere is another one."""
+    by_key = {(r["path"], r["spec"]): r for r in rows_a}
     table = Table(title=f"Run {run_b} against run {run_a} (ratio = B / A of the median; a mark only "
                         "when the 95% intervals of the medians do not overlap)", title_justify="left",
-                  caption=None if any((r["submission"], r["spec"]) in by_key for r in rows_b) else
+                  caption=None if any((r["path"], r["spec"]) in by_key for r in rows_b) else
                   "no timed case is in both runs (runs of --mode test have no timings)")
     for col in ("submission", "case", f"A: run {run_a} µs", f"B: run {run_b} µs", "B / A", "mark"):
         table.add_column(col, justify="right" if "µs" in col or col == "B / A" else "left")
     for rb in rows_b:
-        ra = by_key.get((rb["submission"], rb["spec"]))
+        ra = by_key.get((rb["path"], rb["spec"]))
         if ra is None:
             continue
         mark = compare_marks(ra["median_us"], ra["ci95_rel"], rb["median_us"], rb["ci95_rel"])
@@ -541,7 +542,7 @@ def _csv_cell(value: Any) -> Any:
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     cols = ["submission", "passed", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
             "median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
-            "pct_bandwidth", "warnings", "detail"]
+            "pct_bandwidth", "warnings", "detail", "error"]
 
     def cell(v: Any) -> str:
         if isinstance(v, float):
@@ -549,7 +550,7 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         return "" if v is None else markdown_text(str(v))
 
     def text(column: str, v: Any) -> str:  # free text that may hold a submission's own words
-        return markdown_code(str(v or "")) if column in ("warnings", "detail") else cell(v)
+        return markdown_code(str(v or "")) if column in ("warnings", "detail", "error") else cell(v)
 
     head = markdown_text(" · ".join(f"{k}: {v}" for k, v in meta.items()))
     lines = [f"Run: {head}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

@@ -245,19 +245,20 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     from harness.device import versions
 
     problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
-    if args.mode == "leaderboard":
-        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
-                                                      problem.spec.ranking))
-    if args.baseline:
-        base = next(r for r in results if Path(r.path).resolve() == args.baseline)
-        report.console.print(report.baseline_table(results, base, problem.label, problem.spec.ranking))
     from harness.store import git_commit
 
     meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
             "check": problem.check_policy, "timing": "graph" if graph else "events",
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
             "git_commit": git_commit(), "seed": ctx.secret, **versions()}
+    # the exports first: nothing the tables below show can cost them
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
+    if args.mode == "leaderboard":
+        report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
+                                                      problem.spec.ranking))
+    if args.baseline:
+        base = next(r for r in results if Path(r.path).resolve() == args.baseline)
+        report.console.print(report.baseline_table(results, base, problem.label, problem.spec.ranking))
     if args.plot and args.mode in ("benchmark", "leaderboard"):
         from harness.plots import PlotError, write_plots
 

@@ -192,7 +192,7 @@ class Sandbox:
 
     def _protocol_error(self, reply: Any):
         self.close()
-        raise WorkerFailure("protocol", f"unexpected message from the worker: {str(reply)[:100]}")
+        raise WorkerFailure("protocol", f"unexpected message from the worker: {_text(repr(reply), 100)}")
 
 
 class OutputLayout(tuple):

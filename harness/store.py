@@ -196,21 +196,26 @@ class Store:
                             (_now(), secret, run_id))
 
     def best_per_submission(self, device: Optional[str] = None) -> list[dict[str, Any]]:
-        """Per submission name, device and timing method (events or CUDA-graph replays, which are
-        not comparable): the best and the median passing geomean over complete runs (one lucky
-        run shows as a best far below the median), the number of runs and the last one."""
+        """Per submission file (its path: another file of the same name elsewhere is another
+        submission), device and timing method (events or CUDA-graph replays, which are not
+        comparable): the best and the median passing geomean over complete runs (one lucky run
+        shows as a best far below the median), the number of runs and the last one. Named by
+        file name, with its folder where files of the same name appear."""
+        from harness.results import display_names
+
         where = "AND r.device = ?" if device else ""
         groups: dict[tuple, list] = {}
         for row in self._rows(
-                f"""SELECT s.name, s.geomean_us, r.started, r.device, r.timing
+                f"""SELECT s.path, s.geomean_us, r.started, r.device, r.timing
                     FROM submissions s JOIN runs r ON r.id = s.run_id
                     WHERE r.status = 'complete' AND s.ok = 1 AND s.geomean_us IS NOT NULL {where}""",
                 (device,) if device else ()):
-            groups.setdefault((row["name"], row["device"], row["timing"]), []).append(row)
-        out = [{"name": name, "device": dev, "timing": timing, "runs": len(rows),
+            groups.setdefault((row["path"], row["device"], row["timing"]), []).append(row)
+        names = display_names(sorted({path for path, _, _ in groups}))
+        out = [{"name": names[path], "device": dev, "timing": timing, "runs": len(rows),
                 "best_us": min(r["geomean_us"] for r in rows),
                 "median_us": statistics.median(r["geomean_us"] for r in rows),
-                "last_run": max(r["started"] for r in rows)} for (name, dev, timing), rows in groups.items()]
+                "last_run": max(r["started"] for r in rows)} for (path, dev, timing), rows in groups.items()]
         return sorted(out, key=lambda r: r["best_us"])
 
 
@@ -228,7 +233,7 @@ class Store:
         if not self._rows("SELECT id FROM runs WHERE id = ?", (run_id,)):
             raise StoreError(f"{self.path}: there is no run {run_id} (see --mode history)")
         return self._rows(
-            """SELECT s.name AS submission, c.idx, c.name AS spec, COALESCE(c.label, c.name) AS label,
+            """SELECT s.name AS submission, s.path, c.idx, c.name AS spec, COALESCE(c.label, c.name) AS label,
                       c.median_us, c.ci95_rel, c.runs
                FROM cases c JOIN submissions s ON s.id = c.submission_id
                WHERE s.run_id = ? AND c.kind = 'benchmark' AND c.ok = 1 AND c.median_us IS NOT NULL

@@ -28,6 +28,8 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     (b"\xff\xfe_kernel.py", "path not valid UTF-8; rename the file"),
     (b"ok\x1b[2J\x1b]0;all passed\x07x.py", "path holds control characters; rename the file"),
     (b"fine\n# Verified by the harness\nx.py", "path holds control characters; rename the file"),
+    (b"torch_batched[i].py", "torch_batched[i].py: path holds [ ], which the reports would read as markup"),
+    (b"k$\\x$.py", "path holds $, which the reports would read as markup"),
 ])
 def test_a_submission_path_that_cannot_be_shown_as_it_is_is_refused(tmp_path, capsys, monkeypatch, name, message):
     """A file name is its submitter's choice; one with undecodable bytes crashed the database write

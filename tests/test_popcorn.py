@@ -73,6 +73,15 @@ def test_submission_cannot_write_to_the_pipe_or_see_the_seed(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_reason_cannot_add_lines_or_escapes_to_the_pipe(tmp_path):
+    code, result, lines, output, _ = kernelbot(tmp_path, "test", ROOT / "tests" / "zoo_os" / "replies_bare_string.py")
+    assert code == 112 and result["check"] == "fail" and lines[-1] == "check: fail"
+    assert "check: pass" not in lines and not any(line.startswith("benchmark.") for line in lines)
+    assert result["error"].startswith("protocol: unexpected message from the worker: 'x")
+    assert not any("\x1b" in line for line in lines) and "\x1b" not in output
+
+
+@pytest.mark.slow
 def test_bad_testfile_is_exit_113(tmp_path):
     code, _, _, output, _ = kernelbot(tmp_path, "test", ZOO / "zeros.py", cases="batchsize 4; seed: 1\n")
     assert code == 113 and "expected 'key: value; key: value'" in output

@@ -171,6 +171,7 @@ def test_exports_show_a_submissions_text_as_text(tmp_path):
     # a reason is a code span (shown as typed: no HTML, link or autolink), other text is escaped
     assert "| `` @x <script>x</script> [PASS](javascript:alert(1)) `c` *e* a\\|b `` |" in md
     assert md.startswith("Run: commit: &lt;b&gt;")
+    assert "| ` +SUM(1) ` |" in md  # a submission's own error (import, start, protocol) is in it too
 
 
 def test_a_profile_table_cannot_pass_for_the_harnesss_own_lines(monkeypatch):

@@ -207,3 +207,24 @@ def test_the_databases_journal_exists_before_any_worker_and_stays(tmp_path):
     store.start_run("test", "amd-mixed-mla", detect("cpu"), {})
     store.close()
     assert Path(f"{db}-journal").exists()
+
+
+def test_history_and_compare_tell_files_of_the_same_name_apart(tmp_path):
+    # A competitor's file named like another's must not merge into its history or its comparison.
+    from harness.report import compare_table
+
+    def result(path, us):
+        case = CaseResult("benchmark", 0, "b0", True, device=summarize([us * 1e-6] * 5), args={"batchsize": 4})
+        return SubmissionResult(path, "s", ok=True, cases=[case])
+
+    store = Store(tmp_path / "r.db")
+    runs = []
+    for path, us in (("/a/kernel.py", 10.0), ("/b/kernel.py", 99.0)):
+        run = store.start_run("benchmark", "amd-mixed-mla", detect("cpu"), {})
+        store.add_submission(run, result(path, us))
+        store.finish_run(run)
+        runs.append(run)
+    rows = store.best_per_submission()
+    assert sorted((r["name"], r["runs"], round(r["best_us"])) for r in rows) == [("a/kernel.py", 1, 10), ("b/kernel.py", 1, 99)]
+    table = compare_table(runs[0], runs[1], store.timed_cases(runs[0]), store.timed_cases(runs[1]))
+    assert table.row_count == 0  # the two runs share no submission
