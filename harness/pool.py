@@ -119,10 +119,10 @@ class _Slot:
         return how_it_ended(self.proc)[0]
 
     def stop(self) -> None:
-        from harness.launch import remove_tree
+        from harness.launch import remove_scratch
 
         stop(self.proc, self.conn, None, grace=10)
-        remove_tree(self.folder)
+        remove_scratch(self.folder)
 
 
 def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
