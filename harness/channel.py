@@ -125,6 +125,12 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
+def printable_line(text: str) -> str:
+    """Text from the other side as one printable line: control characters and runs of whitespace,
+    line breaks included, become single spaces."""
+    return " ".join(printable(text).split())
+
+
 _MARKDOWN_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "\\": "\\\\",
                                    "`": "\\`", "[": "\\[", "]": "\\]"})
 

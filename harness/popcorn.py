@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from harness.channel import printable
+from harness.channel import printable_line
 from harness.results import CaseResult, SubmissionResult
 
 EXIT_OK, EXIT_NO_PIPE, EXIT_CHECK_FAILED, EXIT_BAD_TESTFILE = 0, 111, 112, 113
@@ -117,7 +117,7 @@ def spec_line(args: dict[str, Any]) -> str:
 def write_result(out: TextIO, mode: str, result: SubmissionResult) -> bool:
     """Write GPU MODE's lines for one submission's result; return whether every case passed."""
     def line(key: str, value: Any) -> None:  # one printable line each, whatever a reason holds
-        out.write(f"{key}: {' '.join(printable(str(value)).split())}\n")
+        out.write(f"{key}: {printable_line(str(value))}\n")
 
     tests = [c for c in result.cases if c.kind == "test"]
     benches = [c for c in result.cases if c.kind == "benchmark"]

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from harness import shared_memory
-from harness.channel import ChannelClosed, ChannelError, ChannelTimeout, printable
+from harness.channel import ChannelClosed, ChannelError, ChannelTimeout, printable, printable_line
 from harness.device import DeviceInfo
 from harness.launch import WorkerProcess, start_worker
 from harness.timing import CallTiming
@@ -139,7 +139,7 @@ class Sandbox:
         self._send({"op": "profile", "rows": row_limit})
         reply = self._answer(timeout, "a profiled call", "profile")
         table = str(reply.get("table"))[:200_000]  # a table: its lines and column spacing kept, control codes not
-        return "\n".join("".join(ch if ch.isprintable() else " " for ch in line) for line in table.splitlines())
+        return "\n".join(printable(line) for line in table.splitlines())
 
     def close(self) -> None:
         self.worker.close()
@@ -220,4 +220,4 @@ ERROR_KINDS = frozenset({"exception", "out of memory", "bad output"})
 
 def _text(value: Any, limit: int = 400) -> str:
     """Worker-supplied text as one printable line (no terminal control sequences)."""
-    return " ".join(printable(str(value)[:limit * 4]).split())[:limit]
+    return printable_line(str(value)[:limit * 4])[:limit]
