@@ -56,3 +56,15 @@ def problem():
 @pytest.fixture(scope="session")
 def cpu():
     return detect("cpu")
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch):
+    """A folder where this test's temporary folders (workers' scratch) land, apart from those of
+    other runs on the machine, so a test can see that none is left behind."""
+    import tempfile
+
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder

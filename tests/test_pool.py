@@ -3,7 +3,6 @@ as a sequential run, a killed evaluator reported and not lost, pinning per simul
 
 import shutil
 import sys
-import tempfile
 
 import pytest
 
@@ -45,21 +44,18 @@ def test_pool_verdicts_match_the_sequential_run(problem, tmp_path, sequential):
     assert [r.ok for r in parallel] == [True, False, False, False, True]
 
 
-def test_killed_evaluator_is_reported_and_the_rest_go_on(problem, tmp_path, monkeypatch):
+def test_killed_evaluator_is_reported_and_the_rest_go_on(problem, tmp_path, own_tmp, monkeypatch):
     """Unsandboxed, a worker can kill the evaluator that started it (sandboxed it cannot see it:
     tests/test_sandbox.py): the pool reports it and carries on, and removes the killed evaluator's
     temporary folders (its worker's scratch) that it could not remove itself."""
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    monkeypatch.setenv("TMPDIR", str(temporary))  # (what the evaluators would use without the pool's folder)
+    monkeypatch.setenv("TMPDIR", str(own_tmp))  # (what the evaluators would use without the pool's folder)
     paths = [POOL_ZOO / "kills_evaluator.py", ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py"]
     results = evaluate_parallel(paths, config_for(problem, tmp_path, sandbox="off"), slot_envs(0, 1, "cpu"))
     assert not results[0].ok
     assert results[0].error == "evaluator process killed by SIGKILL while evaluating this submission"
     assert results[1].ok  # a fresh evaluator took the slot
     assert not results[2].ok and "zeros" not in results[2].error
-    assert list(temporary.iterdir()) == []
+    assert list(own_tmp.iterdir()) == []
 
 
 def test_each_evaluator_is_pinned_to_its_own_gpu(problem, tmp_path):

@@ -178,12 +178,9 @@ def test_no_network(problem, cpu, arena, monkeypatch):
         listener.accept()
 
 
-def test_files_written_stay_in_the_scratch(problem, cpu, arena, tmp_path, monkeypatch):
+def test_files_written_stay_in_the_scratch(problem, cpu, arena, own_tmp):
     places = [Path("/tmp"), Path("/dev/shm"), Path("/root/.triton/cache"), Path.home() / ".triton" / "cache",
               Path("/var/tmp"), Path.cwd()]
-    own_tmp = tmp_path / "tmp"  # this test's scratch folders only (other runs may share /tmp)
-    own_tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
     result, log = attack(problem, cpu, arena, "escapes_scratch.py")
     assert result.ok, first_failure(result)
     assert not [p for p in places if (p / "mla-eval-escaped.txt").exists()]
@@ -289,23 +286,16 @@ def test_an_infinite_number_in_a_reply_is_a_protocol_failure(problem, cpu, arena
     assert not result.ok and "protocol: malformed message" in first_failure(result)
 
 
-def test_a_scratch_tree_too_deep_for_rmtree_is_removed(problem, cpu, arena, tmp_path, monkeypatch):
-    own = tmp_path / "tmp"  # this worker's scratch lands here, apart from other runs' on the machine
-    own.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(own))
+def test_a_scratch_tree_too_deep_for_rmtree_is_removed(problem, cpu, arena, own_tmp):
     result, _ = attack(problem, cpu, arena, "deep_scratch.py")
     assert result.ok, first_failure(result)
-    assert not list(own.iterdir())
+    assert not list(own_tmp.iterdir())
 
 
-def test_no_file_is_left_when_the_sandbox_is_killed_while_its_processes_write(problem, cpu, arena, tmp_path,
-                                                                              monkeypatch):
-    own = tmp_path / "tmp"  # this worker's scratch lands here, apart from other runs' on the machine
-    own.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(own))
+def test_no_file_is_left_when_the_sandbox_is_killed_while_its_processes_write(problem, cpu, arena, own_tmp):
     result, _ = attack(problem, cpu, arena, "races_scratch_removal.py")  # (it left files in 3 of 3 tries before the fix)
     assert not result.ok and "protocol" in first_failure(result), first_failure(result)
-    assert not list(own.iterdir())
+    assert not list(own_tmp.iterdir())
 
 
 def test_the_parents_environment_stays_with_the_parent(problem, cpu, arena, monkeypatch):
