@@ -82,7 +82,7 @@ def main() -> int:
                 print(f"{knobs} {label}: WRONG: {why}")
             for _ in range(3):
                 fn(data)
-            medians.append(statistics.median(timer(fn, data, timed=True)[1].device_s * 1e6
+            medians.append(statistics.median(timer(fn, data, timed=True)[1]["device_s"] * 1e6
                                              for _ in range(args.calls)))
         rows.append((Path(path).name, knobs, medians, compiled_resources(module)))
         print(f"{Path(path).name} {json.dumps(knobs)}: " + " ".join(f"{m:.1f}" for m in medians), flush=True)
