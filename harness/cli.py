@@ -2,7 +2,8 @@
 vendor profiler, popcorn's positional form, or an engine run, whose lifecycle is harness/run.py's),
 set the exit code.
 
-Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad usage or input.
+Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad usage or input;
+130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from harness.run import cross_compile, parallel, private_paths, run, run_popcorn
 
 import argparse  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Optional, Sequence  # noqa: E402
 
@@ -98,7 +101,28 @@ def _add_evaluator_flags(p: argparse.ArgumentParser) -> None:
                         "else a loud warning and results marked unsandboxed), require (refuse without it), off")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so that it takes the same way out."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # SIGTERM (a job scheduler, `timeout`, a cancelled CI job) ends a run as Ctrl-C does: the run is
+    # marked interrupted, its workers are stopped and their scratch removed. Python's default would
+    # end this process on the spot: the run left `running`, scratch folders left in the temp folder.
+    if threading.current_thread() is not threading.main_thread():  # (signal handlers live in the main thread)
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
     early = _start_early(args) if args.popcorn_mode is None else None
     from harness import report
@@ -115,6 +139,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (UsageError, SpecError, DeviceError, SandboxUnavailable) as exc:
         report.error(str(exc))
         return 2
+    except Terminated:
+        report.error("terminated (SIGTERM)")
+        return 143
     except KeyboardInterrupt:
         report.error("interrupted")
         return 130

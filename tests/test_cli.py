@@ -3,7 +3,7 @@
 import sqlite3
 
 import pytest
-from conftest import ROOT, ZOO, cli
+from conftest import ROOT, ZOO, cli, processes_with
 
 from harness.cli import main
 
@@ -339,3 +339,42 @@ def test_speedup_over_a_baseline(tmp_path, capsys):
     assert "Speedup over torch_loop.py" in out and "torch_batched.py" in out and "×" in out
     assert cli(tmp_path, "--mode", "test", "--baseline", str(ZOO / "zeros.py")) == 2
     assert "--baseline goes with --mode benchmark or leaderboard" in capsys.readouterr().err
+
+
+def test_sigterm_ends_the_run_as_ctrl_c_does(tmp_path):
+    """SIGTERM during a run (a scheduler, `timeout`, a cancelled CI job): one line and exit 143, the
+    run marked interrupted (not left running), its worker gone and no scratch folder left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scratch, db = tmp_path / "tmp", tmp_path / "r.db"
+    scratch.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "eval.py"), "--mode", "test", "--device", "cpu", "--no-progress", "--db", str(db),
+         "--logs", str(tmp_path / "logs"), "--submission", str(ZOO / "hangs.py")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(scratch)))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not _stored_runs(db):
+            time.sleep(0.2)
+        time.sleep(3)  # the worker loads the submission and enters its first call (which never returns)
+        assert proc.poll() is None and _stored_runs(db) == ["running"] and any(scratch.iterdir())
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM)" in err and "Traceback" not in err
+    assert _stored_runs(db) == ["interrupted"]
+    assert list(scratch.iterdir()) == []
+    assert processes_with(str(ZOO / "hangs.py")) == []
+
+
+def _stored_runs(db) -> list[str]:
+    try:
+        return [status for (status,) in sqlite3.connect(db).execute("SELECT status FROM runs")]
+    except sqlite3.Error:  # not made yet
+        return []

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, cli
+from conftest import ROOT, cli, processes_with
 
 from harness.engine import RunContext, evaluate
 from harness.launch import sandbox_problem
@@ -123,24 +123,13 @@ def test_killing_the_parent_costs_only_the_worker(problem, cpu, arena):
     assert again.ok
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def test_no_daemon_outlives_the_run(problem, cpu, arena):
     result, _ = attack(problem, cpu, arena, "leaves_daemon.py")
     assert result.ok, first_failure(result)
     deadline = time.monotonic() + 5
-    while _processes_with("4321.5") and time.monotonic() < deadline:
+    while processes_with("4321.5") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_with("4321.5") == []
+    assert processes_with("4321.5") == []
 
 
 def test_a_stalled_reply_times_out(problem, cpu, arena):
