@@ -40,8 +40,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from harness.launch import OPEN_FOLDER
+
 if TYPE_CHECKING:
     from harness.engine import PhaseClock, RunContext
+    from harness.launch import WorkerProcess
     from harness.results import SubmissionResult
     from harness.sandbox import Sandbox
 
@@ -182,31 +185,33 @@ def start(path: Path, ctx: "RunContext") -> Optional["Sandbox"]:
 SHARE_BYTES = 512 * 2**20   # what share_kernels copies at most: a Triton cache is a few MiB ...
 SHARE_FILES = 20_000        # ... in a few hundred files ...
 SHARE_DEPTH = 8             # ... two folders deep
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 class _ShareLimit(Exception):
     pass
 
 
-def share_kernels(timed_scratch: Path, box: "Sandbox") -> None:
+def share_kernels(timed: "WorkerProcess", box: "Sandbox") -> None:
     """Copy the timed worker's compiled Triton kernels into the audit worker's cache, so the audit
     does not compile them again (the same submission's own kernels: nothing it could not run there
-    anyway). Both folders are the submission's to write, and the audit worker is running: only
-    folders and regular files are copied, through descriptors, following no link on either side
-    and overwriting nothing, up to SHARE_BYTES / SHARE_FILES / SHARE_DEPTH; past those, or on any
-    error, the copy stops there (the audit compiles what is missing)."""
+    anyway). Both workers are running (a sandboxed worker's folder is a tmpfs that ends with it),
+    and both folders are the submission's to write: only folders and regular files are copied,
+    through descriptors, following no link on either side and overwriting nothing, up to
+    SHARE_BYTES / SHARE_FILES / SHARE_DEPTH; past those, or on any error, the copy stops there (the
+    audit compiles what is missing)."""
     opened: list[int] = []
     try:
-        source = os.open(Path(timed_scratch) / "triton-cache", _DIR)
+        work = timed.open_work_folder()
+        opened.append(work)
+        source = os.open("triton-cache", OPEN_FOLDER, dir_fd=work)
         opened.append(source)
-        scratch = os.open(box.worker.scratch, _DIR)
+        scratch = box.worker.open_work_folder()
         opened.append(scratch)
         try:
             os.mkdir("triton-cache", 0o755, dir_fd=scratch)
         except FileExistsError:
             pass
-        target = os.open("triton-cache", _DIR, dir_fd=scratch)
+        target = os.open("triton-cache", OPEN_FOLDER, dir_fd=scratch)
         opened.append(target)
         _copy_folder(source, target, [SHARE_BYTES, SHARE_FILES], 0)
     except (OSError, _ShareLimit):
@@ -227,9 +232,9 @@ def _copy_folder(source: int, target: int, left: list[int], depth: int) -> None:
                 os.mkdir(name, 0o755, dir_fd=target)
             except FileExistsError:
                 pass
-            inner_source = os.open(name, _DIR, dir_fd=source)
+            inner_source = os.open(name, OPEN_FOLDER, dir_fd=source)
             try:
-                inner_target = os.open(name, _DIR, dir_fd=target)
+                inner_target = os.open(name, OPEN_FOLDER, dir_fd=target)
                 try:
                     _copy_folder(inner_source, inner_target, left, depth + 1)
                 finally:

@@ -272,7 +272,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     with worker_folder("mla-eval-xc-") as scratch, worker_folder("mla-eval-xc-out-") as outside:
         (Path(scratch) / "triton-cache").mkdir()
         if sandboxed:
-            command = bwrap_command(find_bwrap(), submission, Path(scratch), private) + child
+            command = bwrap_command(find_bwrap(), submission, private) + child
         else:
             command = child
             env.update(HOME=scratch, TRITON_CACHE_DIR=str(Path(scratch) / "triton-cache"))

@@ -126,10 +126,9 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         result.ok = bool(result.cases) and all(c.ok for c in result.cases)
         if mode == "leaderboard" and result.ok:
             auditing = auditor.pop() if auditor else None
-            if auditing is not None:  # the timed worker ends (none left to help the audited one), then
-                box.worker.stop()     # its kernels are copied: nothing of it changes them meanwhile
-                audit.share_kernels(box.worker.scratch, auditing)
-                box.close()
+            if auditing is not None:  # its compiled kernels are copied (its folder ends with it), then
+                audit.share_kernels(box.worker, auditing)  # the timed worker ends: none left to help
+                box.close()                                # the audited one
             clock.timed("audit", audit.audit_submission, path, ctx, result, auditing)
         finished = True
         return result

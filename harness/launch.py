@@ -5,8 +5,10 @@ startup overlaps the parent's; `harness.sandbox.Sandbox` uses it for every other
 
 What the sandbox gives the worker (`bwrap_command`):
   * the whole filesystem read-only, with the other files of its submission's folder, the results
-    database and the log folder hidden; a private /tmp (with its scratch folder) and /dev/shm,
-    each at most TMPFS_LIMIT bytes;
+    database and the log folder hidden; a private /tmp, its working folder /tmp/work (HOME, the
+    Triton cache) and /dev/shm, each a tmpfs of at most TMPFS_LIMIT bytes: nothing it writes
+    reaches the host's disks (which it could otherwise fill, with the results database on them),
+    and all of it goes with the sandbox;
   * the GPU's device nodes, nothing else of /dev;
   * new user, PID, IPC, UTS, cgroup and network namespaces (no network; its /proc lists only
     its own processes, so the parent's memory, descriptors and environment are out of sight);
@@ -113,10 +115,11 @@ def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path],
     return folders, files
 
 
-def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[Path]) -> list[str]:
+def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None) -> list[str]:
     """The sandbox for one worker (or for a profiler and the worker it runs: Nsight Compute inside
     the sandbox costs ~9 ms per kernel, as outside it; across the sandbox's PID namespace it costs
-    ~110 ms, BENCHMARKS.md session 7)."""
+    ~110 ms, BENCHMARKS.md session 7). Its working folder /tmp/work is a tmpfs of its own, or the
+    host folder `scratch` where the parent must collect files from it (a vendor profiler's report)."""
     cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp",
            "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"]
     for needed in _imports_under_tmp():  # a checkout or Python living in /tmp stays importable (read-only)
@@ -131,7 +134,8 @@ def bwrap_command(exe: str, submission: Path, scratch: Path, private: Sequence[P
         cmd += ["--tmpfs", str(folder)]
     for file in files:
         cmd += ["--ro-bind", "/dev/null", str(file)]
-    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve()), "--bind", str(scratch), "/tmp/work"]
+    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve())]
+    cmd += ["--bind", str(scratch), "/tmp/work"] if scratch else ["--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp/work"]
     for folder in folders:  # after every mount point inside them is made (its folder may be /tmp itself)
         cmd += ["--remount-ro", str(folder)]
     cmd += ["--chdir", "/tmp/work",
@@ -266,6 +270,29 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             pass
 
+    def open_work_folder(self) -> int:
+        """A descriptor of the folder the running worker writes (HOME, the Triton cache): inside the
+        sandbox its /tmp/work, reached through the root of the sandbox's first process (bwrap's
+        child) and following no link below that root; unsandboxed, its scratch folder. OSError
+        where it cannot be reached (the worker has ended: its tmpfs went with it)."""
+        if not self.sandboxed:
+            return os.open(self.scratch, OPEN_FOLDER)
+        inside = _children(self.proc.pid)
+        if not inside or self.proc.poll() is not None:
+            raise FileNotFoundError(f"worker {self.proc.pid} has no sandbox left")
+        folder = os.open(f"/proc/{inside[0]}/root", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if _children(self.proc.pid)[:1] != inside[:1]:  # ended (and its number reused) meanwhile
+                raise FileNotFoundError(f"worker {self.proc.pid} has no sandbox left")
+            for part in ("tmp", "work"):
+                inner = os.open(part, OPEN_FOLDER, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            return folder
+        except BaseException:
+            os.close(folder)
+            raise
+
     def how_it_ended(self) -> tuple[str, Optional[str]]:
         """(what happened to a worker that is gone, its signal's name or None)."""
         try:
@@ -299,6 +326,18 @@ class WorkerProcess:
             self.report.finish()
         if self.owns_scratch:
             remove_scratch(self.scratch)
+
+
+OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW  # a folder, never through a link
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of `pid` (in the order the kernel lists them)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
 
 
 class ReportCopy:
@@ -361,8 +400,9 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     sandboxed = use_sandbox(sandbox)
     _make_private(private)
     owns = scratch is None
-    scratch = Path(scratch or tempfile.mkdtemp(prefix="mla-eval-worker-"))
-    (scratch / "triton-cache").mkdir(exist_ok=True)
+    scratch = Path(scratch or tempfile.mkdtemp(prefix="mla-eval-worker-"))  # (sandboxed: stays empty)
+    if not sandboxed:
+        (scratch / "triton-cache").mkdir(exist_ok=True)
     parent_end, child_end = pair()
     # The worker's script by its path, not `-m harness.worker`: `-m` puts the current folder (the
     # scratch, which an earlier worker of the same submission may have filled) first on the import
@@ -377,7 +417,7 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
         inner.append(str(LOG_LIMIT))
     env = child_env()
     if sandboxed:
-        command = bwrap_command(find_bwrap(), submission, scratch, private) + [*wrapper, *inner]
+        command = bwrap_command(find_bwrap(), submission, private) + [*wrapper, *inner]
     else:
         command = [*wrapper, *inner]
         env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))

@@ -80,7 +80,7 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
         inside = Path("/tmp/work") if sandboxed else Path(scratch)  # where the scratch folder is for the profiler
         command = tool_command(tool, vendor, inside / base.name) + child
         if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel
-            command = bwrap_command(find_bwrap(), submission, Path(scratch), private) + command
+            command = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch)) + command
         proc = subprocess.run(command, capture_output=True, text=True, env=child_env())
         for made in Path(scratch).glob(base.name + "*"):  # the report (a file, or rocprofv3's folder)
             if made.is_symlink():

@@ -138,9 +138,10 @@ def test_the_profiler_may_write_a_large_report_but_the_worker_keeps_its_file_cap
 
 
 def test_modules_planted_in_a_scratch_folder_are_not_imported_by_a_worker_started_there(cpu, tmp_path, problem):
-    """A worker runs its script by path, so its current folder (the scratch, which a worker of the
-    same submission may have written) is not on its import path: a planted `socket.py` (the first
-    stdlib module the worker imports) or `resource.py` (the file cap's) is never loaded."""
+    """A worker runs its script by path, so its current folder (an unsandboxed worker's scratch,
+    which a worker of the same submission may have written) is not on its import path: a planted
+    `socket.py` (the first stdlib module the worker imports) or `resource.py` (the file cap's) is
+    never loaded. (A sandboxed worker's folder is a fresh tmpfs of its own.)"""
     from harness.sandbox import Sandbox
 
     scratch = tmp_path / "scratch"
@@ -149,7 +150,7 @@ def test_modules_planted_in_a_scratch_folder_are_not_imported_by_a_worker_starte
         (scratch / f"{name}.py").write_text(f"raise SystemExit('planted {name} imported')\n")
     path = tmp_path / "honest.py"
     shutil.copy(ROOT / "submissions" / "torch_loop.py", path)
-    box = Sandbox(path, cpu, tmp_path / "w.log", 120, sandbox="auto", scratch=scratch, wrapper=STAND_IN,
+    box = Sandbox(path, cpu, tmp_path / "w.log", 120, sandbox="off", scratch=scratch, wrapper=STAND_IN,
                   report=tmp_path / "r.txt")
     try:
         box.wait_ready()
@@ -162,32 +163,69 @@ def test_modules_planted_in_a_scratch_folder_are_not_imported_by_a_worker_starte
     assert "planted" not in (tmp_path / "w.log").read_text()
 
 
-def test_the_audit_worker_has_its_own_scratch_and_gets_the_timed_workers_kernels(cpu, tmp_path, problem, monkeypatch):
-    """audit.start (here with a stand-in for the profiler, on the CPU): the audited worker's scratch
-    is a folder of its own, removed when it closes; share_kernels copies the timed worker's Triton
-    cache into it; the report lies beside it, where the worker cannot write."""
+def _worker_in(folder):
+    """A stand-in for a worker whose working folder is `folder` (as an unsandboxed worker's is)."""
+    import os
+    import types
+
+    return types.SimpleNamespace(open_work_folder=lambda: os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW))
+
+
+def _read_in(worker, *parts: str) -> bytes:
+    """A file of a running worker's working folder, read through open_work_folder."""
+    import os
+
+    fd = worker.open_work_folder()
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        file = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+        with os.fdopen(file, "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def test_the_audit_worker_gets_the_timed_workers_kernels_from_sandbox_to_sandbox(cpu, tmp_path, problem, monkeypatch):
+    """audit.start (here with a stand-in for the profiler, on the CPU) and a timed worker, both
+    sandboxed: each works in a tmpfs of its own (nothing of it on the host: its scratch folder
+    there stays empty and is removed when it closes); share_kernels copies the timed worker's
+    Triton cache into the audit worker's, from sandbox to sandbox; the report lies beside the
+    scratch folder, where the worker cannot write."""
     import harness.audit as audit
     from harness.engine import RunContext
+    from harness.sandbox import Sandbox
 
     monkeypatch.setattr(audit, "why_not", lambda ctx: "")
     monkeypatch.setattr(audit, "find_ncu", lambda: "stand-in")
     monkeypatch.setattr(audit, "ncu_command", lambda exe: STAND_IN)
     path = tmp_path / "honest.py"
-    shutil.copy(ROOT / "submissions" / "torch_loop.py", path)
-    timed = tmp_path / "timed-scratch"
-    (timed / "triton-cache" / "abc").mkdir(parents=True)
-    (timed / "triton-cache" / "abc" / "kernel.bin").write_bytes(b"compiled")
-    box = audit.start(path, RunContext(problem, cpu, small=True, log_dir=tmp_path / "logs"))
+    path.write_text("import os\n"
+                    "os.makedirs('/tmp/work/triton-cache/abc')\n"
+                    "open('/tmp/work/triton-cache/abc/kernel.bin', 'wb').write(b'compiled')\n"
+                    + (ROOT / "submissions" / "torch_loop.py").read_text())
+    timed = Sandbox(path, cpu, tmp_path / "timed.log", 120, sandbox="require")
+    box = audit.start(path, RunContext(problem, cpu, small=True, log_dir=tmp_path / "logs", sandbox="require"))
     try:
+        timed.wait_ready()
         box.wait_ready()
+        assert timed.worker.sandboxed and box.worker.sandboxed
         own = box.worker.scratch
-        assert own != timed and own.name.startswith("mla-eval-audit-")
-        audit.share_kernels(timed, box)
-        assert (own / "triton-cache" / "abc" / "kernel.bin").read_bytes() == b"compiled"
+        assert own.name.startswith("mla-eval-audit-") and list(own.iterdir()) == []
+        assert list(timed.worker.scratch.iterdir()) == []  # (the kernel is in the timed worker's tmpfs)
+        assert _read_in(timed.worker, "triton-cache", "abc", "kernel.bin") == b"compiled"
+        audit.share_kernels(timed.worker, box)
+        assert _read_in(box.worker, "triton-cache", "abc", "kernel.bin") == b"compiled"
+        assert list(own.iterdir()) == []
         assert box.worker.report.path.parent == own.parent and not box.worker.report.path.is_relative_to(own)
     finally:
+        timed.close()
         box.close()
-    assert not own.exists()
+    assert not own.exists() and not timed.worker.scratch.exists()
+    with pytest.raises(OSError):
+        timed.worker.open_work_folder()  # (its tmpfs went with it)
     audit.discard_report(own)
     assert not box.worker.report.path.exists()
 
@@ -215,8 +253,8 @@ def test_sharing_kernels_follows_no_link_and_overwrites_nothing(tmp_path):
     os.mkfifo(cache / "pipe")                              # would block a plain copy
     (own / "triton-cache" / "abc").mkdir(parents=True)
     (own / "triton-cache" / "abc" / "victim.json").symlink_to(victim)  # would make the parent write there
-    box = types.SimpleNamespace(worker=types.SimpleNamespace(scratch=own))
-    audit.share_kernels(timed, box)
+    box = types.SimpleNamespace(worker=_worker_in(own))
+    audit.share_kernels(_worker_in(timed), box)
     assert (own / "triton-cache" / "abc" / "kernel.bin").read_bytes() == b"compiled"
     assert victim.read_text() == "original" and (own / "triton-cache" / "abc" / "victim.json").is_symlink()
     assert not (own / "triton-cache" / "leak.txt").exists() and not (own / "triton-cache" / "linked-dir").exists()
@@ -226,14 +264,14 @@ def test_sharing_kernels_follows_no_link_and_overwrites_nothing(tmp_path):
     other.mkdir()
     (other / "triton-cache").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     (tmp_path / "elsewhere").mkdir()
-    audit.share_kernels(timed, types.SimpleNamespace(worker=types.SimpleNamespace(scratch=other)))
+    audit.share_kernels(_worker_in(timed), types.SimpleNamespace(worker=_worker_in(other)))
     assert list((tmp_path / "elsewhere").iterdir()) == []
     linked = tmp_path / "linked-timed"
     linked.mkdir()
     (linked / "triton-cache").symlink_to(cache, target_is_directory=True)
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    audit.share_kernels(linked, types.SimpleNamespace(worker=types.SimpleNamespace(scratch=fresh)))
+    audit.share_kernels(_worker_in(linked), types.SimpleNamespace(worker=_worker_in(fresh)))
     assert not (fresh / "triton-cache" / "abc").exists()
 
 
@@ -251,6 +289,6 @@ def test_sharing_kernels_stops_at_its_limits(tmp_path, monkeypatch):
     own = tmp_path / "own"
     own.mkdir()
     monkeypatch.setattr(audit, "SHARE_BYTES", 2500)
-    audit.share_kernels(tmp_path / "timed", types.SimpleNamespace(worker=types.SimpleNamespace(scratch=own)))
+    audit.share_kernels(_worker_in(tmp_path / "timed"), types.SimpleNamespace(worker=_worker_in(own)))
     copied = sum(p.stat().st_size for p in (own / "triton-cache").rglob("*.bin"))
     assert copied <= 2500 and not (own / "triton-cache").joinpath(*["d"] * 12, "k.bin").exists()

@@ -281,6 +281,19 @@ def test_a_scratch_tree_too_deep_for_rmtree_is_removed(problem, cpu, arena, own_
     assert not list(own_tmp.iterdir())
 
 
+def test_filling_its_folders_stops_at_the_tmpfs_size_and_leaves_nothing(problem, cpu, arena, own_tmp, monkeypatch):
+    from harness import launch
+
+    monkeypatch.setattr(launch, "TMPFS_LIMIT", 64 << 20)  # (quicker to fill than the real 1 GiB)
+    result, log = attack(problem, cpu, arena, "fills_disk.py")  # (before: /tmp/work, a host folder, took the full 512 MiB)
+    assert result.ok, first_failure(result)
+    filled = {line.split()[1]: (int(line.split()[2]), line) for line in log.splitlines() if line.startswith("filled ")}
+    assert set(filled) == {"/tmp/work", "/tmp", "/dev/shm"}, log[-2000:]
+    for written, line in filled.values():
+        assert 0 < written <= 64 << 20 and "No space left on device" in line, line
+    assert not list(own_tmp.iterdir())
+
+
 def test_no_file_is_left_when_the_sandbox_is_killed_while_its_processes_write(problem, cpu, arena, own_tmp):
     result, _ = attack(problem, cpu, arena, "races_scratch_removal.py")  # (it left files in 3 of 3 tries before the fix)
     assert not result.ok and "protocol" in first_failure(result), first_failure(result)

@@ -9,7 +9,6 @@ audit runs it: the audit's options, then each variant, at N kernels and at N // 
 is the per-kernel cost, without the start-up)."""
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,38 +44,36 @@ def variants(n: int) -> None:
                "--cache-control none, no --nvtx": without(without(no_flush, "--print-nvtx-rename", 1), "--nvtx", 0)}
     print("| ncu options (inside the sandbox) | probe s, N//5 kernels | probe s, N kernels | ms per kernel | kernels in report | wall s (N) |")
     print("|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", Path(tmp), ())
-        for name, flags in options.items():
-            times, seen, wall = [], "?", 0.0
-            for count in (n // 5, n):
-                code, out, err, wall = run_probe(box + flags + [sys.executable, str(ROOT / "tools" / "ncu_probe.py"), str(count)])
-                found = [line.split(": ")[-1] for line in err.splitlines() if "small kernels" in line]
-                times.append(float(found[0].rstrip(" s")) if found and code == 0 else float("nan"))
-                try:
-                    seen = len(kernel_times(out))
-                except ValueError as exc:
-                    seen = f"unreadable ({str(exc)[:60]})"
-            per = (times[1] - times[0]) / (n - n // 5) * 1e3
-            print(f"| {name} | {times[0]:.2f} | {times[1]:.2f} | {per:.1f} | {seen} | {wall:.1f} |", flush=True)
+    box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", ())
+    for name, flags in options.items():
+        times, seen, wall = [], "?", 0.0
+        for count in (n // 5, n):
+            code, out, err, wall = run_probe(box + flags + [sys.executable, str(ROOT / "tools" / "ncu_probe.py"), str(count)])
+            found = [line.split(": ")[-1] for line in err.splitlines() if "small kernels" in line]
+            times.append(float(found[0].rstrip(" s")) if found and code == 0 else float("nan"))
+            try:
+                seen = len(kernel_times(out))
+            except ValueError as exc:
+                seen = f"unreadable ({str(exc)[:60]})"
+        per = (times[1] - times[0]) / (n - n // 5) * 1e3
+        print(f"| {name} | {times[0]:.2f} | {times[1]:.2f} | {per:.1f} | {seen} | {wall:.1f} |", flush=True)
 
 
 if len(sys.argv) > 1 and sys.argv[1] == "variants":
     variants(int(sys.argv[2]) if len(sys.argv) > 2 else 200)
     sys.exit(0)
 probe = [sys.executable, str(ROOT / "tools" / "ncu_probe.py"), sys.argv[1] if len(sys.argv) > 1 else "30"]
-with tempfile.TemporaryDirectory() as tmp:
-    box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", Path(tmp), ())
-    ncu = ncu_command(find_ncu())
-    # ncu outside the sandbox (the probe across its PID namespace): ~110 ms per kernel with the
-    # host's network and /dev/shm shared, a hang without (BENCHMARKS.md session 7); not run again
-    for name, cmd in (("no sandbox", ncu + probe), ("ncu inside sandbox", box + ncu + probe),
-                      ("inside, sync each", box + ncu + probe + ["sync"]),
-                      ("inside, two processes", box + ncu + probe + ["twin"])):
-        code, out, err, wall = run_probe(cmd)
-        try:
-            kernels = len(kernel_times(out))
-        except ValueError as exc:
-            kernels = f"unreadable report ({exc})"
-        notes = " | ".join(line for line in err.splitlines() if "small kernels" in line or "in sight" in line)
-        print(f"{name:20s} exit {code}: wall {wall:5.1f} s, {kernels} kernels; {notes[:200]}", flush=True)
+box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", ())
+ncu = ncu_command(find_ncu())
+# ncu outside the sandbox (the probe across its PID namespace): ~110 ms per kernel with the
+# host's network and /dev/shm shared, a hang without (BENCHMARKS.md session 7); not run again
+for name, cmd in (("no sandbox", ncu + probe), ("ncu inside sandbox", box + ncu + probe),
+                  ("inside, sync each", box + ncu + probe + ["sync"]),
+                  ("inside, two processes", box + ncu + probe + ["twin"])):
+    code, out, err, wall = run_probe(cmd)
+    try:
+        kernels = len(kernel_times(out))
+    except ValueError as exc:
+        kernels = f"unreadable report ({exc})"
+    notes = " | ".join(line for line in err.splitlines() if "small kernels" in line or "in sight" in line)
+    print(f"{name:20s} exit {code}: wall {wall:5.1f} s, {kernels} kernels; {notes[:200]}", flush=True)
