@@ -270,10 +270,10 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     env = child_env()
     env.pop("TRITON_INTERPRET", None)
     with worker_folder("mla-eval-xc-") as scratch, worker_folder("mla-eval-xc-out-") as outside:
-        (Path(scratch) / "triton-cache").mkdir()
-        if sandboxed:
+        if sandboxed:  # (its working folder is then a tmpfs of the sandbox's own)
             command = bwrap_command(find_bwrap(), submission, private) + child
         else:
+            (Path(scratch) / "triton-cache").mkdir()
             command = child
             env.update(HOME=scratch, TRITON_CACHE_DIR=str(Path(scratch) / "triton-cache"))
         code, raw, err_tail = _run(command, env, Path(scratch), Path(outside), timeout)
