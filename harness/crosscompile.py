@@ -96,7 +96,7 @@ LDS_BEYOND_TARGET = ("needs {need:.1f} KiB of {what}; {target} has {have:.0f} Ki
 SPILLS = "spills to scratch memory: {bytes} B per lane ({vgprs} VGPRs, {sgprs} SGPRs spilled)"
 SPILLS_IN_REGISTERS = ("spills {vgprs} VGPRs and {sgprs} SGPRs into other registers (AGPRs, VGPR lanes), "
                        "no scratch memory")
-NVIDIA_LOCAL = "{bytes} B of local memory per thread (spills or local arrays)"
+NVIDIA_LOCAL = "{bytes} B of local memory per thread (spilled registers, or local arrays)"
 NO_MATRIX = "no matrix instructions: vector math fallback"
 XF32_MFMA = ("fp32 tl.dot runs as xf32 MFMA here (TF32-class inputs, Triton's default where the target has it); "
              "input_precision='ieee' keeps full fp32")
@@ -176,6 +176,13 @@ def uses_dot(ttir: str) -> bool:
 def parse_resource_usage(text: str) -> dict[str, int]:
     """REG / STACK / SHARED / LOCAL of the first function in `cuobjdump --dump-resource-usage` output."""
     return {key: int(value) for key, value in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)[:4]}
+
+
+def nvidia_local_bytes(usage: dict[str, int]) -> Optional[int]:
+    """Local memory per thread of an NVIDIA kernel: ptxas puts spilled registers in the stack frame
+    (STACK), local memory as much as LOCAL is; the driver's local size (Triton's n_spills * 4 on a
+    GPU) counts both: the H200's spill counts in BENCHMARKS.md session 11 are these numbers / 4."""
+    return (usage.get("STACK") or 0) + (usage.get("LOCAL") or 0) if usage else None
 
 
 def fp8_traps(arch: str, types: Iterable[str], ttir: str = "") -> list[str]:
@@ -872,9 +879,10 @@ def _nvidia_numbers(row: dict, kernel: Any, capability: int) -> None:
             text = subprocess.run([knobs.nvidia.cuobjdump.path, "--dump-resource-usage", cubin.name],
                                   capture_output=True, text=True, timeout=60).stdout
         usage = parse_resource_usage(text)
-        row.update(vgpr=usage.get("REG"), scratch_bytes=usage.get("LOCAL"))
-        if usage.get("LOCAL"):
-            row["notes"].append(NVIDIA_LOCAL.format(bytes=usage["LOCAL"]))
+        local = nvidia_local_bytes(usage)
+        row.update(vgpr=usage.get("REG"), scratch_bytes=local)
+        if local:
+            row["notes"].append(NVIDIA_LOCAL.format(bytes=local))
     except Exception as exc:
         row["notes"].append(f"registers unknown: cuobjdump failed ({str(exc)[:120]})")
     limit = NVIDIA_SHARED_BYTES.get(capability)

@@ -459,3 +459,17 @@ def test_a_forged_compile_report_reaches_the_terminal_as_plain_text_and_a_broken
     assert "ESC-INJECTED" in out and "mla_decode_fused" in out                  # shown, as text
     assert "bad_forges_compile_report.py: the report could not be shown" in " ".join(err.split())
     assert "torch_loop.py launched no Triton kernel" in out and code == 1
+
+
+def test_nvidia_local_memory_counts_the_stack_frame_where_ptxas_spills():
+    """cuobjdump's line for a kernel that spills on sm_90 (exp/bf16_swap.py's 64x8k specialization,
+    which the H200 reported as 162 spilled registers): the spills are in STACK, not LOCAL."""
+    from harness.crosscompile import nvidia_local_bytes, parse_resource_usage
+
+    text = ("Resource usage:\n Common:\n  GLOBAL:0\n Function _mla_decode_kernel:\n"
+            "  REG:255 STACK:648 SHARED:0 LOCAL:0 CONSTANT[0]:528 TEXTURE:0 SURFACE:0 SAMPLER:0\n")
+    usage = parse_resource_usage(text)
+    assert usage == {"REG": 255, "STACK": 648, "SHARED": 0, "LOCAL": 0}
+    assert nvidia_local_bytes(usage) == 648 == 162 * 4
+    assert nvidia_local_bytes(parse_resource_usage("REG:40 STACK:0 SHARED:0 LOCAL:16")) == 16
+    assert nvidia_local_bytes({}) is None
