@@ -183,8 +183,9 @@ def start(path: Path, ctx: "RunContext") -> Optional["Sandbox"]:
 
 
 SHARE_BYTES = 512 * 2**20   # what share_kernels copies at most: a Triton cache is a few MiB ...
-SHARE_FILES = 20_000        # ... in a few hundred files ...
-SHARE_DEPTH = 8             # ... two folders deep
+SHARE_FILES = 20_000        # ... in a few hundred files and folders ...
+SHARE_DEPTH = 8             # ... two folders deep ...
+SHARE_SECONDS = 10.0        # ... in well under a second
 
 
 class _ShareLimit(Exception):
@@ -197,8 +198,8 @@ def share_kernels(timed: "WorkerProcess", box: "Sandbox") -> None:
     anyway). Both workers are running (a sandboxed worker's folder is a tmpfs that ends with it),
     and both folders are the submission's to write: only folders and regular files are copied,
     through descriptors, following no link on either side and overwriting nothing, up to
-    SHARE_BYTES / SHARE_FILES / SHARE_DEPTH; past those, or on any error, the copy stops there (the
-    audit compiles what is missing)."""
+    SHARE_BYTES / SHARE_FILES (files and folders) / SHARE_DEPTH / SHARE_SECONDS; past those, or on
+    any error, the copy stops there (the audit compiles what is missing)."""
     opened: list[int] = []
     try:
         work = timed.open_work_folder()
@@ -213,7 +214,7 @@ def share_kernels(timed: "WorkerProcess", box: "Sandbox") -> None:
             pass
         target = os.open("triton-cache", OPEN_FOLDER, dir_fd=scratch)
         opened.append(target)
-        _copy_folder(source, target, [SHARE_BYTES, SHARE_FILES], 0)
+        _copy_folder(source, target, [SHARE_BYTES, SHARE_FILES, time.monotonic() + SHARE_SECONDS], 0)
     except (OSError, _ShareLimit):
         pass
     finally:
@@ -221,13 +222,22 @@ def share_kernels(timed: "WorkerProcess", box: "Sandbox") -> None:
             os.close(fd)
 
 
-def _copy_folder(source: int, target: int, left: list[int], depth: int) -> None:
-    """Folders and regular files of the folder open at `source` into the one open at `target`."""
+def _spend(left: list) -> None:
+    """One more file or folder to copy: within SHARE_FILES and SHARE_SECONDS, else _ShareLimit."""
+    left[1] -= 1
+    if left[1] < 0 or time.monotonic() > left[2]:
+        raise _ShareLimit
+
+
+def _copy_folder(source: int, target: int, left: list, depth: int) -> None:
+    """Folders and regular files of the folder open at `source` into the one open at `target`;
+    `left`: [bytes, files and folders, the monotonic deadline]."""
     if depth >= SHARE_DEPTH:
         raise _ShareLimit
     for name in os.listdir(source):
         info = os.stat(name, dir_fd=source, follow_symlinks=False)
         if stat.S_ISDIR(info.st_mode):
+            _spend(left)
             try:
                 os.mkdir(name, 0o755, dir_fd=target)
             except FileExistsError:
@@ -245,10 +255,8 @@ def _copy_folder(source: int, target: int, left: list[int], depth: int) -> None:
             _copy_file(name, source, target, left)
 
 
-def _copy_file(name: str, source: int, target: int, left: list[int]) -> None:
-    left[1] -= 1
-    if left[1] < 0:
-        raise _ShareLimit
+def _copy_file(name: str, source: int, target: int, left: list) -> None:
+    _spend(left)
     reader = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=source)
     try:
         if not stat.S_ISREG(os.fstat(reader).st_mode):  # replaced since it was listed

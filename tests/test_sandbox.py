@@ -180,8 +180,17 @@ def test_a_flooded_log_stays_bounded(problem, cpu, arena):
     from harness.launch import LOG_LIMIT
 
     result, _ = attack(problem, cpu, arena, "floods_log.py", test_case=60)
-    assert not result.ok and "File too large" in first_failure(result)
-    assert Path(result.log).stat().st_size <= LOG_LIMIT
+    assert not result.ok and "Broken pipe" in first_failure(result), first_failure(result)
+    log = Path(result.log)
+    assert LOG_LIMIT < log.stat().st_size <= LOG_LIMIT + 200 and log.read_bytes().rstrip().endswith(b"output]")
+
+
+def test_reserving_disk_blocks_through_its_log_reserves_nothing(problem, cpu, arena):
+    result, text = attack(problem, cpu, arena, "reserves_log_space.py")  # (before: 512 MiB held by a 60-byte log)
+    assert result.ok, first_failure(result)
+    assert "fallocate on 1: -1" in text and "fallocate on 2: -1" in text
+    log = Path(result.log).stat()
+    assert log.st_blocks * 512 <= max(log.st_size, 1 << 16)
 
 
 def test_replies_sent_before_the_question_are_refused(problem, cpu, arena):
@@ -292,6 +301,12 @@ def test_filling_its_folders_stops_at_the_tmpfs_size_and_leaves_nothing(problem,
     for written, line in filled.values():
         assert 0 < written <= 64 << 20 and "No space left on device" in line, line
     assert not list(own_tmp.iterdir())
+
+
+def test_no_user_namespace_can_be_made_inside_the_sandbox(problem, cpu, arena):
+    result, log = attack(problem, cpu, arena, "mounts_own_tmpfs.py")  # (before: "made")
+    assert result.ok, first_failure(result)
+    assert "nested user namespace: No space left on device" in log, log[-500:]
 
 
 def test_no_file_is_left_when_the_sandbox_is_killed_while_its_processes_write(problem, cpu, arena, own_tmp):

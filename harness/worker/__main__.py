@@ -11,7 +11,7 @@ if len(sys.argv) > 5:
 from harness.worker.loop import entry  # noqa: E402
 
 # The worker's output goes to its log (standard error): under the audit's profiler, standard
-# output carries the profiler's report (harness/launch.py, ReportCopy).
+# output carries the profiler's report (harness/launch.py, StreamCopy).
 sys.stdout.flush()
 os.dup2(2, 1)
 entry(sys.argv[1:5])

@@ -1,13 +1,20 @@
-"""Tries: under `--mode compile`, write a made-up report into the capture process's report file
-(found through /proc/self/fd) and exit: rows that claim a compiled kernel, a note carrying terminal
+"""Tries: under `--mode compile`, write a made-up report into the capture process's report (its
+descriptor found through /proc/self/fd: the pipe to the parent that is not its standard output or
+error, or a file named report.json) and exit: rows that claim a compiled kernel, a note carrying terminal
 escape sequences, and (copied as bad_*.py) a launch option the report's printer cannot render.
 Must get: the rows are shown as the diagnostic they are, with no control character reaching the
 terminal; a report that cannot be shown fails this file only ("the report could not be shown")."""
 import json
 import os
 
-fd = next(int(n) for n in os.listdir("/proc/self/fd")
-          if os.path.realpath(f"/proc/self/fd/{n}").endswith("/report.json") and int(n) != 1)
+
+def _is_report(n: str) -> bool:
+    link = os.readlink(f"/proc/self/fd/{n}")
+    return int(n) > 2 and (link.endswith("/report.json") or (link.startswith("pipe:") and link not in (
+        os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2"))))
+
+
+fd = next(int(n) for n in sorted(os.listdir("/proc/self/fd"), key=int) if _is_report(n))
 
 
 def row(target):
