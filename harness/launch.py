@@ -370,18 +370,28 @@ class StreamCopy:
         self._thread.start()
 
     def _copy(self, stream) -> None:
-        written = 0
-        with stream, open(self.path, "wb") as out:
-            for chunk in iter(lambda: stream.read1(1 << 16), b""):
-                if written + len(chunk) > self.limit:
-                    self.overflowed = True
-                    if self.drain:
-                        continue
-                    out.write(chunk[:self.limit - written])
-                    out.write(f"\n[cut here: the harness keeps at most {self.limit} bytes of a worker's output]\n".encode())
-                    return
-                out.write(chunk)
-                written += len(chunk)
+        written, out = 0, None
+        with stream:
+            try:
+                out = open(self.path, "wb")
+                for chunk in iter(lambda: stream.read1(1 << 16), b""):
+                    if written + len(chunk) > self.limit:
+                        self.overflowed = True
+                        if self.drain:
+                            continue
+                        out.write(chunk[:self.limit - written])
+                        out.write(f"\n[cut here: the harness keeps at most {self.limit} bytes of a worker's output]\n"
+                                  .encode())
+                        return
+                    out.write(chunk)
+                    written += len(chunk)
+            except OSError:  # the file cannot be written (a full disk): the stream is drained or closed all the same
+                self.overflowed = True
+                while self.drain and stream.read1(1 << 16):
+                    pass
+            finally:
+                if out is not None:
+                    out.close()
 
     def finish(self, timeout: float = 60) -> None:
         """Wait for the end of the stream; `complete` says whether it came (else it is cut short)."""
