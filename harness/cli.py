@@ -339,8 +339,11 @@ def _vendor_profile(args: argparse.Namespace, problem, device, submissions: list
     except RuntimeError as exc:
         report.error(str(exc))
         return 1
-    report.console.print(summary)
-    report.err_console.print(f"{tool} report: {report_path}")
+    from harness.channel import printable
+
+    for line in summary.splitlines():  # (kernel names and, from rocprof, the profiled process's own output)
+        report.console.print(printable(line), markup=False, highlight=False, emoji=False)
+    report.err_console.print(f"{tool} report: {report.escape(str(report_path))}")
     return 0
 
 

@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from harness.channel import markdown_code, printable
+from harness.channel import markdown_code, printable, printable_line
 
 DEFAULT_TARGETS = ("gfx950", "gfx942")
 REPORT_LIMIT = 4 << 20      # bytes of the child's JSON report the parent reads
@@ -288,7 +288,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
         raise CrossCompileError(f"the report is larger than {REPORT_LIMIT} bytes")
     if code != 0 and not raw.strip():
         last = [line for line in err_tail.splitlines() if line.strip()][-1:] or ["no output"]
-        raise CrossCompileError(f"the cross-compile process exited with code {code}: {last[0].strip()[:TEXT_LIMIT]}")
+        raise CrossCompileError(f"the cross-compile process exited with code {code}: {printable_line(last[0])[:TEXT_LIMIT]}")
     rows, problem = read_report(raw)
     if problem and not rows:
         raise CrossCompileError(problem)

@@ -69,6 +69,7 @@ def tool_command(tool: str, vendor: str, report_base: Path) -> list[str]:
 def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, case_index: int,
                         out_dir: Path, sandbox: str = "auto", private: Sequence[Path] = ()) -> tuple[Path, str]:
     """Profile one call; return (where the report is, the tool's summary text)."""
+    from harness.channel import printable_line
     from harness.launch import LOG_LIMIT, TMPFS_LIMIT, bwrap_command, child_env, find_bwrap, run_captured, use_sandbox, worker_folder
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +93,7 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
                 shutil.rmtree(target)
             shutil.move(str(made), str(target))
     if code != 0:
-        tail = (err or stdout).strip().splitlines()[-5:]
+        tail = [printable_line(line) for line in (err or stdout).strip().splitlines()[-5:]]  # (the submission's text)
         raise RuntimeError(f"{tool} failed (exit {code}): " + " | ".join(tail))
     if tool == "ncu":
         report = base.with_suffix(base.suffix + ".ncu-rep")

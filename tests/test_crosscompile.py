@@ -473,3 +473,14 @@ def test_nvidia_local_memory_counts_the_stack_frame_where_ptxas_spills():
     assert nvidia_local_bytes(usage) == 648 == 162 * 4
     assert nvidia_local_bytes(parse_resource_usage("REG:40 STACK:0 SHARED:0 LOCAL:16")) == 16
     assert nvidia_local_bytes({}) is None
+
+
+def test_a_failed_capture_reaches_the_terminal_without_control_characters(tmp_path, capfd):
+    from conftest import cli
+
+    code = cli(tmp_path, "--mode", "compile", "--target", "gfx950",
+               "--submission", str(ROOT / "tests" / "zoo_os" / "escapes_compile_error.py"))
+    out, err = capfd.readouterr()
+    assert code == 1
+    assert "the cross-compile process exited with code 3" in err and "check: pass" in err
+    assert "\x1b" not in out + err and "\x07" not in out + err
