@@ -284,8 +284,6 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
             command = child
             env.update(HOME=scratch, TRITON_CACHE_DIR=str(Path(scratch) / "triton-cache"))
         code, raw, err_tail = _run(command, env, Path(scratch), Path(outside), timeout)
-    if len(raw) > REPORT_LIMIT:
-        raise CrossCompileError(f"the report is larger than {REPORT_LIMIT} bytes")
     if code != 0 and not raw.strip():
         last = [line for line in err_tail.splitlines() if line.strip()][-1:] or ["no output"]
         raise CrossCompileError(f"the cross-compile process exited with code {code}: {printable_line(last[0])[:TEXT_LIMIT]}")
@@ -301,15 +299,15 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
 
 def _run(command: list[str], env: dict, scratch: Path, outside: Path, timeout: float) -> tuple[int, bytes, str]:
     """Run the capture process (harness/launch.py, run_captured: its output through pipes into files
-    of `outside`); (exit code, at most REPORT_LIMIT + 1 bytes of stdout, the end of stderr)."""
+    of `outside`); (exit code, its report: at most REPORT_LIMIT bytes of stdout, the end of stderr)."""
     from harness.launch import run_captured
 
     try:
-        code, raw, overflowed, err_tail = run_captured(command, env, scratch, outside, timeout, REPORT_LIMIT + 1)
+        code, raw, overflowed, err_tail = run_captured(command, env, scratch, outside, timeout, REPORT_LIMIT)
     except subprocess.TimeoutExpired:
         raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
     if overflowed:
-        raw += b" " * (REPORT_LIMIT + 1 - len(raw))  # (more came than is kept: too large, whatever it held)
+        raise CrossCompileError(f"the report is larger than {REPORT_LIMIT} bytes")
     return code, raw, err_tail
 
 

@@ -484,3 +484,11 @@ def test_a_failed_capture_reaches_the_terminal_without_control_characters(tmp_pa
     assert code == 1
     assert "the cross-compile process exited with code 3" in err and "check: pass" in err
     assert "\x1b" not in out + err and "\x07" not in out + err
+
+
+def test_a_report_over_its_limit_fails_the_file(monkeypatch):
+    import harness.crosscompile as xc
+
+    monkeypatch.setattr(xc, "REPORT_LIMIT", 100)  # (a real report is a few KB)
+    with pytest.raises(xc.CrossCompileError, match="the report is larger than 100 bytes"):
+        xc.cross_compile_report(AMD_STYLE / "launch_options.py", ["gfx950"], TASK, cases=1)
