@@ -9,10 +9,12 @@ accepts descriptors from the worker (a plain `recv` discards any the worker atta
 
 from __future__ import annotations
 
+import fcntl
 import json
 import select
 import socket
 import struct
+import termios
 import time
 from typing import Any, Optional, Sequence
 
@@ -49,14 +51,37 @@ class Channel:
     def close(self) -> None:
         self.sock.close()
 
-    def send(self, message: Any, fds: Sequence[int] = ()) -> None:
+    def unread(self) -> int:
+        """Bytes this side sent that the other side has not read yet (a Unix socket's SIOCOUTQ, on
+        Linux; a message it only peeked at counts); 0 where the kernel cannot tell."""
+        try:
+            return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        except OSError:
+            return 0
+
+    def send(self, message: Any, fds: Sequence[int] = (), deadline: Optional[float] = None) -> None:
+        """Send one message (and `fds` with its first byte). With a `deadline` (time.monotonic()),
+        raises ChannelTimeout when the other side has not taken the whole frame by then: a worker
+        that stops reading fills the socket's buffer, and a plain blocking send would wait forever."""
         body = json.dumps(message, separators=(",", ":"), allow_nan=True).encode()
-        frame = HEADER.pack(len(body)) + body
-        if fds:  # the descriptors travel with the first byte of the frame
-            sent = socket.send_fds(self.sock, [frame[:1]], list(fds))
-            self.sock.sendall(frame[sent:])
-        else:
+        frame = memoryview(HEADER.pack(len(body)) + body)
+        if deadline is None:
+            if fds:
+                sent = socket.send_fds(self.sock, [frame[:1]], list(fds))
+                frame = frame[sent:]
             self.sock.sendall(frame)
+            return
+        while frame:
+            self._wait(deadline, write=True)
+            try:
+                if fds:  # the descriptors travel with the first byte of the frame
+                    sent = socket.send_fds(self.sock, [frame[:1]], list(fds), socket.MSG_DONTWAIT)
+                    fds = ()
+                else:
+                    sent = self.sock.send(frame, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            frame = frame[sent:]
 
     def recv(self, deadline: Optional[float] = None, want_fds: bool = False) -> tuple[Any, list[int]]:
         """The next message (and the descriptors sent with it, if `want_fds`). Raises
@@ -88,15 +113,18 @@ class Channel:
             got += len(data)
         return b"".join(chunks)
 
-    def _wait(self, deadline: Optional[float]) -> None:
+    def _wait(self, deadline: Optional[float], write: bool = False) -> None:
+        """Until the socket can be read (or written, with `write`), or ChannelTimeout at `deadline`."""
         if deadline is None:
             return
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ChannelTimeout("no message before the deadline")
-            ready, _, _ = select.select([self.sock], [], [], min(left, 1.0))
-            if ready:
+                raise ChannelTimeout("the other side did not read before the deadline" if write
+                                     else "no message before the deadline")
+            wanted = [self.sock]
+            ready = select.select([] if write else wanted, wanted if write else [], [], min(left, 1.0))
+            if ready[0] or ready[1]:
                 return
 
 

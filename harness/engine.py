@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import random
 import secrets
 import sys
@@ -74,12 +75,15 @@ class RunContext:
     audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
 
     def case_seed(self, case: Case) -> int:
-        """The seed a case's inputs are drawn from: its public seed mixed with the run's secret
-        (Cantor pairing, as GPU MODE mixes POPCORN_SEED), so answers cannot be precomputed."""
+        """The seed a case's inputs are drawn from: its public seed keyed with the run's secret
+        (HMAC-SHA256), so answers cannot be precomputed, and a worker that learns some case seeds
+        (the CPU generator keeps 32 bits of a seed: a search over them finds it from the inputs)
+        learns nothing about the secret or the other cases' seeds. (A pairing function, GPU MODE's
+        way of mixing POPCORN_SEED, gave the secret away from two consecutive case seeds.)"""
         if self.secret is None:
             return case.seed
-        a, b = case.seed, self.secret
-        return (a + (a + b) * (a + b + 1) // 2) % (2**63 - 1)
+        digest = hmac.new(str(self.secret).encode(), f"case seed {case.seed}".encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:8], "big") % (2**63 - 1)
 
     def timed_seeds(self, case: Case) -> Callable[[], int]:
         """Seeds for a case's timed calls: drawn from the run's secret, so `--seed` reproduces a

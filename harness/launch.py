@@ -318,7 +318,7 @@ class WorkerProcess:
         """Ask the worker to exit, give it `grace` seconds, then end it and everything it started."""
         if self.proc.poll() is None:
             try:
-                self.channel.send({"op": "exit"})
+                self.channel.send({"op": "exit"}, deadline=time.monotonic() + grace)  # (ChannelTimeout is an OSError)
                 self.proc.wait(timeout=grace)
             except (OSError, subprocess.TimeoutExpired):
                 pass

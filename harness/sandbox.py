@@ -1,9 +1,9 @@
 """The trusted parent's handle on one untrusted worker process (started by harness/launch.py).
 
-The parent owes the worker nothing: every receive has a deadline and a size limit, replies are
-plain JSON checked field by field, and outputs land in a slot the parent allocated with exactly
-the expected size (harness/shared_memory.py), so nothing the worker says can make the parent
-allocate, unpickle or wait beyond what it chose.
+The parent owes the worker nothing: every receive and every send has a deadline, every receive a
+size limit, replies are plain JSON checked field by field, and outputs land in a slot the parent
+allocated with exactly the expected size (harness/shared_memory.py), so nothing the worker says
+can make the parent allocate, unpickle or wait beyond what it chose.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from harness.channel import ChannelClosed, ChannelError, ChannelTimeout, printab
 from harness.device import DeviceInfo
 from harness.launch import WorkerProcess, start_worker
 from harness.timing import CallTiming
+
+# A request is a small frame that fits the socket's buffer whole, so a worker waiting for it takes it at
+# once; one that stops reading its channel fills the buffer after a few hundred requests.
+SEND_SECONDS = 10.0
 
 
 class WorkerFailure(Exception):
@@ -45,6 +49,7 @@ class Sandbox:
         self._startup_timeout, self._ready = startup_timeout, False
         self._failure: Optional[WorkerFailure] = None
         self._slot: Optional[torch.Tensor] = None
+        self._replied = False  # a reply came since the last request: the worker has read every request
 
     @property
     def sandboxed(self) -> bool:
@@ -153,8 +158,17 @@ class Sandbox:
                 raise self._death("before the next request")
             self.worker.kill()
             raise WorkerFailure("protocol", "the worker sent a message nobody asked for")
+        if self._replied and self.worker.channel.unread():  # it answered without taking its requests
+            self.worker.kill()
+            raise WorkerFailure("protocol", "the worker answered without reading its requests (they are still "
+                                "in its channel)")
+        self._replied = False
         try:
-            self.worker.channel.send(msg, fds)
+            self.worker.channel.send(msg, fds, deadline=time.monotonic() + SEND_SECONDS)
+        except ChannelTimeout:  # (an OSError: caught first)
+            self.worker.kill()
+            raise WorkerFailure("timeout", f"the worker did not take its request within {SEND_SECONDS} s "
+                                "(it stopped reading its channel)") from None
         except OSError:
             raise self._death("while receiving inputs") from None
 
@@ -182,6 +196,7 @@ class Sandbox:
                                 "submission write to a descriptor it does not own?)") from None
         if not isinstance(reply, dict):
             self._protocol_error(reply)
+        self._replied = True
         return reply
 
     def _death(self, when: str) -> WorkerFailure:

@@ -362,3 +362,49 @@ def test_a_scanner_stall_is_cut_short_and_the_run_goes_on(problem, cpu, arena, m
     assert result.ok, first_failure(result)
     assert result.scan.classification == "not scanned (kernelguard ran over 1 s)"
     assert result.phases["static scan"] < 4
+
+
+def test_a_worker_that_answers_without_reading_is_stopped(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "fills_send_buffer.py", mode="benchmark")
+    assert first_failure(result).startswith("protocol: the worker answered without reading its requests"), \
+        first_failure(result)
+
+
+def test_a_worker_that_stops_reading_cannot_hang_a_send(problem, cpu, arena, monkeypatch):
+    """Where the kernel cannot tell what the worker left unread, the same attack fills the parent's
+    socket buffer after a few hundred requests (a GPU benchmark's worth); the small CPU cases send
+    ~60, so here the parent's end gets the smallest buffer, and the send's deadline ends it."""
+    import harness.launch
+    import harness.sandbox
+    from harness.channel import Channel, pair
+
+    def small_pair():
+        parent_end, child_end = pair()
+        parent_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        return parent_end, child_end
+
+    monkeypatch.setattr(harness.launch, "pair", small_pair)
+    monkeypatch.setattr(Channel, "unread", lambda self: 0)
+    monkeypatch.setattr(harness.sandbox, "SEND_SECONDS", 2.0)
+    start = time.monotonic()
+    result, _ = attack(problem, cpu, arena, "fills_send_buffer.py", mode="benchmark")
+    assert first_failure(result).startswith("timeout: the worker did not take its request within 2.0 s"), first_failure(result)
+    assert time.monotonic() - start < 120
+
+
+def test_a_send_has_a_deadline():
+    """The channel itself: a peer that reads nothing makes a send with a deadline fail at it (a
+    plain send would block forever once the buffer is full)."""
+    from harness.channel import Channel, ChannelTimeout, pair
+
+    parent_end, child_end = pair()
+    try:
+        channel = Channel(parent_end, 1 << 20)
+        start = time.monotonic()
+        with pytest.raises(ChannelTimeout):
+            for _ in range(100_000):
+                channel.send({"op": "call", "timed": True, "mark": "x" * 100}, deadline=time.monotonic() + 0.5)
+        assert time.monotonic() - start < 10
+    finally:
+        parent_end.close()
+        child_end.close()

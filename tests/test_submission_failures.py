@@ -135,6 +135,22 @@ def test_case_seeds_mix_in_the_run_secret(problem, cpu, tmp_path):
     assert a != b and a != case.seed
 
 
+def test_case_seeds_do_not_give_the_secret_away(problem, cpu, tmp_path):
+    """A worker can learn case seeds (the CPU generator keeps 32 bits of one: a search over them
+    finds it from the inputs). With a pairing function, consecutive public seeds a, a + 1 gave
+    seeds differing by secret + a + 2, so two of them gave the secret; keyed hashing shows nothing
+    of it, not even in the low 32 bits."""
+    import dataclasses
+
+    secret, mask, p = 2420304158747647560, (1 << 32) - 1, 2**63 - 1
+    ctx = RunContext(problem, cpu, True, tmp_path, secret=secret)
+    case = problem.spec.cases("test", small=True)[0]
+    for a in (case.seed, 7, 123456):
+        low, high = (ctx.case_seed(dataclasses.replace(case, args={**case.args, "seed": s})) for s in (a, a + 1))
+        assert (high - low) % p & mask != (secret + a + 2) % p & mask
+    assert RunContext(problem, cpu, True, tmp_path, secret=secret).case_seed(case) == ctx.case_seed(case)  # --seed reproduces
+
+
 def test_timed_call_seeds_follow_the_secret(problem, cpu, tmp_path):
     case = problem.spec.cases("benchmark", small=True)[0]
     draw = lambda secret: [f() for f in [RunContext(problem, cpu, True, tmp_path, secret=secret).timed_seeds(case)] for _ in range(3)]  # noqa: E731
