@@ -119,10 +119,29 @@ class _Slot:
         return how_it_ended(self.proc)[0]
 
     def stop(self) -> None:
+        try:
+            stop(self.proc, self.conn, None, grace=10)
+        finally:  # (an interrupt during the grace period included)
+            self.kill()
+
+    def kill(self) -> None:
+        """End the evaluator now (its sandboxed workers die with it) and remove its folder."""
         from harness.launch import remove_scratch
 
-        stop(self.proc, self.conn, None, grace=10)
+        if self.proc.is_alive():
+            self.proc.kill()
         remove_scratch(self.folder)
+
+
+def stop_slots(slots: Sequence[Any]) -> None:
+    """Stop every evaluator, each with its grace period; a second Ctrl-C or SIGTERM while one is
+    given its grace ends the rest at once instead of leaving them running (and their folders)."""
+    try:
+        for slot in slots:
+            slot.stop()
+    finally:
+        for slot in slots:
+            slot.kill()
 
 
 def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
@@ -172,6 +191,5 @@ def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[d
                     finish(msg[1], msg[2])
                     slot.job = None
     finally:
-        for slot in slots:
-            slot.stop()
+        stop_slots(slots)
     return results

@@ -181,6 +181,7 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
     could otherwise plant or rewrite a module this process loads later); and the outputs checked,
     so a missing folder or matplotlib is one line before the run, not a lost result after it."""
     import harness.audit  # noqa: F401
+    import harness.pool  # noqa: F401 (its `failed`, for a file the harness itself failed on)
     import harness.selftest  # noqa: F401
     import harness.scan  # noqa: F401 (imports kernelguard)
     if args.plot:
@@ -212,7 +213,9 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
                   submissions: list[Path], pool: Optional[tuple[int, int]], early) -> list[SubmissionResult]:
     """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it finishes."""
     from harness import report
+    from harness.channel import printable_line
     from harness.engine import evaluate, plan
+    from harness.pool import failed
     from harness.results import display_names
 
     names = display_names([str(p) for p in submissions])
@@ -230,9 +233,12 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
         results = []
         n_cases = len(plan(problem.spec, args.mode, ctx.small))
         for i, path in enumerate(submissions):
-            with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
-                # the first one adopts the worker started before torch was imported
-                result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
+            try:
+                with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
+                    # the first one adopts the worker started before torch was imported
+                    result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
+            except Exception as exc:  # a fault of the harness's costs this file only, as in the pool
+                result = failed(path, printable_line(f"harness error: {type(exc).__name__}: {exc}")[:400])
             results.append(result)
             record(result)
     return results

@@ -64,7 +64,7 @@ class Sandbox:
             raise self._failure
         try:
             reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
-            if reply.get("op") == "fatal" and reply.get("kind") in FATAL_KINDS:
+            if reply.get("op") == "fatal" and _kind(reply) in FATAL_KINDS:
                 self.close()
                 raise WorkerFailure(reply["kind"], _text(reply.get("message")))
             if reply.get("op") != "ready":
@@ -103,9 +103,11 @@ class Sandbox:
         buffers = [b for b, _ in pairs] + [slot_buffer]  # the tensors viewing them keep the mappings alive
         self._slot = shared_memory.view(slot_buffer, slot_spec)
         specs = [{"nbytes": b.nbytes, "device": b.device} for b in buffers]
-        self._send({"op": "inputs", "tree": tree, "buffers": specs, "output": slot_spec}, fds=[b.fd for b in buffers])
-        for b in buffers:
-            b.close_fd()
+        try:
+            self._send({"op": "inputs", "tree": tree, "buffers": specs, "output": slot_spec}, fds=[b.fd for b in buffers])
+        finally:  # sent or not: a failed send must not leave the case's memory held by open descriptors
+            for b in buffers:
+                b.close_fd()
         return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
     def call(self, timed: bool, timeout: float, mark: Optional[str] = None) -> tuple[Any, CallTiming]:
@@ -176,7 +178,7 @@ class Sandbox:
         """The worker's reply `op` to a request: its error as a WorkerFailure, anything else as a
         protocol failure."""
         reply = self._receive(timeout, what)
-        if reply.get("op") == "error" and reply.get("kind") in ERROR_KINDS:
+        if reply.get("op") == "error" and _kind(reply) in ERROR_KINDS:
             raise WorkerFailure(reply["kind"], _text(reply.get("message")))
         if reply.get("op") != op:
             self._protocol_error(reply)
@@ -231,6 +233,12 @@ def _number(value: Any) -> float:
 # its kind, so any other kind is a malformed message: the reason's first words stay the parent's.
 FATAL_KINDS = frozenset({"syntax error", "import error", "no custom_kernel"})
 ERROR_KINDS = frozenset({"exception", "out of memory", "bad output"})
+
+
+def _kind(reply: dict) -> Optional[str]:
+    """A failure reply's kind, if it is text (a list or an object would not even hash)."""
+    kind = reply.get("kind")
+    return kind if isinstance(kind, str) else None
 
 
 def _text(value: Any, limit: int = 400) -> str:

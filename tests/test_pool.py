@@ -128,3 +128,46 @@ def test_ray_missing_is_a_clear_error(tmp_path, capsys, monkeypatch):
     code = cli(tmp_path, "--mode", "test", "--backend", "ray", "--submission", str(ZOO / "zeros.py"))
     assert code == 2
     assert "--backend ray needs Ray: pip install \".[ray]\"" in capsys.readouterr().err
+
+
+def test_an_interrupt_while_stopping_still_ends_every_evaluator():
+    """A second Ctrl-C or SIGTERM while the pool gives an evaluator its grace period: every
+    evaluator is still killed and its folder removed (before, the rest kept running, and the CLI
+    waited for them at exit)."""
+    from harness.pool import stop_slots
+
+    class Slot:
+        def __init__(self, interrupts: bool):
+            self.interrupts, self.killed = interrupts, False
+
+        def stop(self):
+            if self.interrupts:
+                raise KeyboardInterrupt
+            self.kill()
+
+        def kill(self):
+            self.killed = True
+
+    slots = [Slot(True), Slot(False), Slot(False)]
+    with pytest.raises(KeyboardInterrupt):
+        stop_slots(slots)
+    assert all(s.killed for s in slots)
+
+
+def test_a_harness_fault_costs_one_file_in_a_sequential_run(tmp_path, capsys, monkeypatch):
+    import harness.engine
+
+    real = harness.engine.evaluate
+
+    def faulty(path, *args, **kwargs):
+        if str(path).endswith("zeros.py"):
+            raise TypeError("a fault of the harness's")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(harness.engine, "evaluate", faulty)
+    code = cli(tmp_path, "--mode", "test", "--submission", str(ZOO / "zeros.py"),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert code == 1 and "harness error: TypeError: a fault of the harness's" in out, out[-2000:]
+    assert "Traceback" not in out and "FAIL torch_batched.py" not in out

@@ -91,6 +91,20 @@ def test_check_accepts_every_format_path_and_rejects_zeros():
     assert not ok and "rel L2 100.00% (limit 2%)" in msg
 
 
+def test_the_closest_path_named_does_not_hang_on_rounding():
+    """Paths a failed output is equally far from (up to rounding) are ties: the first is named, so
+    the reason is the same in every process (an all-zero output is 100% off every path, and which
+    one rounding favoured changed with the inputs and the thread count)."""
+    x = torch.randn(8, 16, 512, generator=torch.Generator().manual_seed(3))
+    params = {"rel_l2": 0.02, "row_rel_l2": 0.05}
+    output = 0.5 * x
+    expected = {"kv=bf16,q=bf16": x.double(), "kv=fp8,q=fp8": x.double() * (1 - 1e-12)}  # closer by rounding only
+    ratio, text = R.check_ratio(output, expected, "strict", params)
+    assert text.startswith("kv=bf16,q=bf16") and math.isclose(ratio, 0.5 / 0.02, rel_tol=1e-5)
+    assert R.check_ratio(output, {"kv=bf16,q=bf16": x, "kv=fp8,q=fp8": x * 0.9}, "strict", params)[1].startswith("kv=fp8")
+    assert R.check_ratio(torch.full_like(x, float("nan")), expected, "strict", params) == (float("inf"), "")
+
+
 def test_check_implementation_entry_point():
     data = R.generate_input(2, 1, 64, 4, device="cpu")
     assert R.check_implementation(data, R.ref_kernel(data))[0]

@@ -408,3 +408,18 @@ def test_a_send_has_a_deadline():
     finally:
         parent_end.close()
         child_end.close()
+
+
+def test_an_unhashable_failure_kind_fails_that_file_only(problem, cpu, arena):
+    result, _ = attack(problem, cpu, arena, "unhashable_kind.py", test_case=5)
+    assert first_failure(result).startswith("protocol: unexpected message from the worker"), first_failure(result)
+
+
+def test_a_failed_send_of_the_inputs_holds_no_descriptors(problem, cpu, arena):
+    open_fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    attack(problem, cpu, arena, "exits_before_inputs.py")  # (the first run opens what every run shares)
+    before = open_fds()
+    for _ in range(3):
+        result, _ = attack(problem, cpu, arena, "exits_before_inputs.py")
+        assert first_failure(result).startswith("crashed:"), first_failure(result)
+    assert open_fds() <= before
