@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
-from rich.cells import cell_len
+from rich.cells import cell_len, chop_cells
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.measure import Measurement
@@ -588,9 +588,11 @@ def show_finished(mode: str, result: SubmissionResult, label: Callable[[dict], s
     if mode == "profile":
         for c in result.cases:
             console.rule(f"{escape(result.name)} · {label(c.args)}")
-            if c.profile:  # the worker's own text (it can write anything there): every line behind a gutter
-                console.print(Text("\n").join(Text.assemble(("│ ", "dim"), line) for line in c.profile.splitlines()),
-                              soft_wrap=True)
+            if c.profile:  # the worker's own text (it can write anything there): every line behind a gutter,
+                # and cut to the terminal's width here, so the terminal never wraps a row past the gutter
+                width = max(20, console.width - 2)
+                rows = [row for line in c.profile.splitlines() for row in (chop_cells(line, width) or [""])]
+                console.print(Text("\n").join(Text.assemble(("│ ", "dim"), row) for row in rows), soft_wrap=True)
             else:
                 console.print(f"[red]{escape(c.reason)}[/]")
     if mode in ("test", "benchmark", "profile") or n_submissions == 1:

@@ -18,7 +18,7 @@ STARTED = time.perf_counter()  # the run's wall time counts everything after thi
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import IO, TYPE_CHECKING, Any, Optional  # noqa: E402
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional  # noqa: E402
 
 from harness.config import UsageError  # noqa: E402
 
@@ -153,8 +153,21 @@ def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, de
 
     config = run_config(args, str(problem.spec.path), mode=mode, secret=seed, sandbox="require", cases=cases,
                         bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
-    result = evaluate(submission, config.context(), mode)
+    result = contained(submission, lambda: evaluate(submission, config.context(), mode))
     return popcorn.write_result(out, mode, result)
+
+
+def contained(path: Path, evaluation: Callable[[], SubmissionResult]) -> SubmissionResult:
+    """`evaluation()`, or, when the parent itself fails while evaluating this file (a file can
+    find such faults: an expression nested too deep for `ast.parse`), a failed result for this file
+    only, "harness error: ...", as the pool's evaluators report it; the run goes on."""
+    from harness.channel import printable_line
+    from harness.pool import failed
+
+    try:
+        return evaluation()
+    except Exception as exc:
+        return failed(path, printable_line(f"harness error: {type(exc).__name__}: {exc}")[:400])
 
 
 def _sandbox_line(mode: str) -> bool:
@@ -213,9 +226,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
                   submissions: list[Path], pool: Optional[tuple[int, int]], early) -> list[SubmissionResult]:
     """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it finishes."""
     from harness import report
-    from harness.channel import printable_line
     from harness.engine import evaluate, plan
-    from harness.pool import failed
     from harness.results import display_names
 
     names = display_names([str(p) for p in submissions])
@@ -233,12 +244,12 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
         results = []
         n_cases = len(plan(problem.spec, args.mode, ctx.small))
         for i, path in enumerate(submissions):
-            try:
+            def one(path: Path = path, i: int = i) -> SubmissionResult:
                 with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
                     # the first one adopts the worker started before torch was imported
-                    result = evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
-            except Exception as exc:  # a fault of the harness's costs this file only, as in the pool
-                result = failed(path, printable_line(f"harness error: {type(exc).__name__}: {exc}")[:400])
+                    return evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
+
+            result = contained(path, one)
             results.append(result)
             record(result)
     return results

@@ -43,7 +43,7 @@ def declared_variant(path: Path, variants: list[str]) -> str:
         return ""
     try:
         tree = ast.parse(path.read_text(errors="replace"))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (nested too deep: RecursionError)
         return variants[0]
     for node in tree.body:
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "KV_FORMAT" for t in node.targets)

@@ -103,3 +103,10 @@ def test_parse_testfile(tmp_path):
     path.write_text("a: 1.5\n")
     with pytest.raises(BadTestFile, match="bad value for a"):
         parse_testfile(path)
+
+
+@pytest.mark.slow
+def test_a_file_the_parser_cannot_take_fails_in_the_protocol(tmp_path):
+    code, result, _, out, _ = kernelbot(tmp_path, "test", ZOO / "nests_expression.py")
+    assert code == 112 and result["check"] == "fail", out[-2000:]
+    assert "Traceback" not in out

@@ -178,7 +178,8 @@ def test_a_profile_table_cannot_pass_for_the_harnesss_own_lines(monkeypatch):
     # --mode profile prints the table the submission's worker built: a forged rule and verdict in it
     # stay behind a gutter the harness draws, so they cannot look like the next submission's output.
     forged = ("Name  Self CPU  CUDA total\nhonest_kernel  1.000us  1.000us\n"
-              "──────── triton_bf16.py · 2×128 ────────\nFAIL triton_bf16.py: crashed")
+              "──────── triton_bf16.py · 2×128 ────────\nFAIL triton_bf16.py: crashed\n"
+              + " " * 298 + "FAIL triton_bf16.py: crashed")  # padded to wrap onto a row of its own
     case = CaseResult("profile", 0, "p0", True, args={"batchsize": 2, "kvseqlen": 128}, profile=forged)
     result = SubmissionResult("forges_profile.py", "", ok=True, cases=[case])
     console = Console(width=120, record=True, file=io.StringIO())
@@ -188,3 +189,4 @@ def test_a_profile_table_cannot_pass_for_the_harnesss_own_lines(monkeypatch):
     start = next(i for i, line in enumerate(lines) if line.startswith("│ Name"))
     assert all(line.startswith("│ ") for line in lines[start:start + 4])
     assert not any(line.startswith(("FAIL triton_bf16", "─")) for line in lines[start:])
+    assert all(len(line) <= 120 and line.startswith("│ ") for line in lines[start:start + 7])  # no row left to wrap
