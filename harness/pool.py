@@ -77,6 +77,13 @@ def failed(path: Path, error: str):
     return SubmissionResult(str(path), "", ok=False, error=error)
 
 
+def harness_error(path: Path, exc: Exception):
+    """The result of a file the parent itself failed on: that file fails, one printable line."""
+    from harness.channel import printable_line
+
+    return failed(path, printable_line(f"harness error: {type(exc).__name__}: {exc}")[:400])
+
+
 def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
     """An evaluator process: pin the device, build the context once, then evaluate job after job."""
     os.environ.update(env)  # before anything initialises the GPU; the workers it starts inherit it
@@ -97,7 +104,7 @@ def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
             conn.send(("result", index, evaluate(Path(path), ctx, config.mode)))
         except Exception as exc:  # a harness failure on this submission: report it, go on
             traceback.print_exc()
-            conn.send(("result", index, failed(Path(path), f"harness error: {type(exc).__name__}: {exc}")))
+            conn.send(("result", index, harness_error(Path(path), exc)))
 
 
 class _Slot:

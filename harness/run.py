@@ -161,13 +161,12 @@ def contained(path: Path, evaluation: Callable[[], SubmissionResult]) -> Submiss
     """`evaluation()`, or, when the parent itself fails while evaluating this file (a file can
     find such faults: an expression nested too deep for `ast.parse`), a failed result for this file
     only, "harness error: ...", as the pool's evaluators report it; the run goes on."""
-    from harness.channel import printable_line
-    from harness.pool import failed
+    from harness.pool import harness_error
 
     try:
         return evaluation()
     except Exception as exc:
-        return failed(path, printable_line(f"harness error: {type(exc).__name__}: {exc}")[:400])
+        return harness_error(path, exc)
 
 
 def _sandbox_line(mode: str) -> bool:
@@ -194,7 +193,7 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
     could otherwise plant or rewrite a module this process loads later); and the outputs checked,
     so a missing folder or matplotlib is one line before the run, not a lost result after it."""
     import harness.audit  # noqa: F401
-    import harness.pool  # noqa: F401 (its `failed`, for a file the harness itself failed on)
+    import harness.pool  # noqa: F401 (its `harness_error`, for a file the parent itself failed on)
     import harness.selftest  # noqa: F401
     import harness.scan  # noqa: F401 (imports kernelguard)
     if args.plot:
