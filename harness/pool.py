@@ -145,10 +145,11 @@ def stop_slots(slots: Sequence[Any]) -> None:
     given its grace ends the rest at once instead of leaving them running (and their folders)."""
     try:
         for slot in slots:
-            slot.stop()
-    finally:
+            slot.stop()  # (kills and removes its own, however its grace ends)
+    except BaseException:
         for slot in slots:
             slot.kill()
+        raise
 
 
 def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
