@@ -32,7 +32,13 @@ TIE = 1e-9                 # check_ratio: ratios this close (relative) are ties 
 # query heads differ in sharpness, so attention is peaked for some heads and broad for others.
 OUTLIER_CHANNELS = 8
 OUTLIER_GAIN = 6.0
-HEAD_TEMPERATURES = (0.6, 1.8)  # q scale of the first and last head, geometric in between
+# The broadest heads have a score std of ~1 (like the competition's plain randn inputs) and scores
+# are independent across heads, so hardly any token is negligible in all 16 heads of its row: a
+# kernel that skips P·V for the tokens whose weight is small in every head (the skipping that saves
+# work when the heads share a tile) drops weight the broad heads show. Measured over 32 CPU cases up
+# to 4×8k (BENCHMARKS.md, session 13): at thresholds up to 10% of the largest weight, every such
+# kernel that passed the check skipped at most 3.4% of the tokens.
+HEAD_TEMPERATURES = (0.3, 1.8)  # q scale of the first and last head, geometric in between
 ROPE_GAIN = 3.0  # RoPE dims of q and k scaled up: which tokens matter is decided outside V
 # style="competition": the competition's final inputs (its reference.py of 2026-03-18: plain unit
 # randn for q and the cache, no outlier channels, heads alike, RoPE dims as the rest).

@@ -39,6 +39,7 @@ CASES = [
     ("exits_politely.py", "exception: SystemExit"),
     ("out_of_memory.py", "out of memory:"),
     ("zeros.py", "output differs from the reference"),
+    ("drops_small_weights.py", "output differs from the reference"),
     ("subclass_output.py", "output tensor is a subclass of torch.Tensor (Honest)"),
     ("aliases_input.py", "output tensor shares memory with an input tensor"),
     ("mutates_input.py", "custom_kernel modified its input data[1]['bf16']"),
@@ -156,11 +157,3 @@ def test_timed_call_seeds_follow_the_secret(problem, cpu, tmp_path):
     draw = lambda secret: [f() for f in [RunContext(problem, cpu, True, tmp_path, secret=secret).timed_seeds(case)] for _ in range(3)]  # noqa: E731
     first, again, other = draw(7), draw(7), draw(8)
     assert first == again and first != other and len(set(first)) == 3
-
-
-@pytest.mark.xfail(strict=True, reason="known gap (session 12, red-team pass 10): with the default inputs' V "
-                   "zero-mean noise, P·V over only the weights above 0.5% of the largest (divided by the full Z) "
-                   "stays within the 2% / 5% limits; a strict xfail, so the fix shows here")
-def test_skipping_small_weights_in_pv_is_rejected(problem, cpu, tmp_path):
-    result = run(problem, cpu, "drops_small_weights.py", tmp_path=tmp_path)
-    assert not result.ok

@@ -1,13 +1,18 @@
-"""Tries: skip most of P·V. Scores and the softmax's normaliser Z are computed in full, but each
-(row, head) multiplies V only for the tokens whose weight is above 0.5% of its largest one, and the
-sum is still divided by the full Z (no renormalising). With the default inputs' V zero-mean noise,
-the dropped terms add no bias: ~73% of the (head, token) products skipped, rel L2 0.4-0.8%,
-worst (row, head) 1.3-2.0% (red-team pass 10, session 12).
-Must get: rejected (output differs from the reference). NOT YET: it passes the CPU test cases; its
-test is a strict xfail until the default inputs give V structure the check can see."""
+"""Tries: skip P·V for the tokens that are negligible in every head. Scores and the softmax's
+normaliser Z are computed in full; a token whose weight is below 10% of the largest in all 16 heads
+of its row is left out of P·V (the skipping a kernel that computes the heads together can profit
+from) and its weight is given to the mean of V instead, so no bias shows; the sum is divided by the
+full Z. On the default inputs' broadest heads (score std ~1) such tokens carry weight the check sees.
+Must get: rejected (output differs from the reference)."""
 import torch
 
-KEEP_ABOVE = 0.005  # of the largest weight of the (row, head)
+KEEP_ABOVE = 0.1  # of the largest weight of the (row, head)
+
+
+def used(p):
+    """(rows, heads, tokens) weights, largest 1 per (row, head) -> the tokens P·V reads: those above
+    the line in some head of their row."""
+    return (p > KEEP_ABOVE).any(1, keepdim=True).expand_as(p)
 
 
 def custom_kernel(data):
@@ -22,6 +27,8 @@ def custom_kernel(data):
         scores = torch.einsum("qhd,kd->qhk", q[qo[b]:qo[b + 1]].float(), keys) * config["sm_scale"]
         p = torch.exp(scores - scores.amax(-1, keepdim=True))  # the largest weight is 1
         z = p.sum(-1, keepdim=True)
-        kept = torch.where(p > KEEP_ABOVE, p, torch.zeros_like(p))
-        out[qo[b]:qo[b + 1]] = torch.einsum("qhk,kd->qhd", kept, keys[:, :512]) / z
+        kept = torch.where(used(p), p, torch.zeros_like(p))
+        values = keys[:, :512]
+        pv = torch.einsum("qhk,kd->qhd", kept, values) + (z - kept.sum(-1, keepdim=True)) * values.mean(0)
+        out[qo[b]:qo[b + 1]] = pv / z
     return out.to(torch.bfloat16)
