@@ -20,6 +20,9 @@ if [[ $STEPS == *probe* ]]; then
   run ncu_probe ncu $(python3 -c "from harness.audit import ncu_command; print(' '.join(ncu_command('')[1:]))") python3 tools/ncu_probe.py 200
   run test_sandboxed python3 eval.py --mode test --no-progress --db $DB --logs $LOGS --sandbox require --submission submissions/triton_bf16.py
 fi
+if [[ $STEPS == *selftest* ]]; then  # the check's margins on the full-size cases
+  run selftest python3 eval.py --mode selftest --no-progress
+fi
 if [[ $STEPS == *ncubwrap* ]]; then
   run ncubwrap python3 tools/ncu_sandbox_probe.py
 fi
