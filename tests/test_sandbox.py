@@ -309,6 +309,16 @@ def test_no_user_namespace_can_be_made_inside_the_sandbox(problem, cpu, arena):
     assert "nested user namespace: No space left on device" in log, log[-500:]
 
 
+def test_the_keyrings_are_out_of_reach(problem, cpu, arena):
+    """The operator's keys are not the submission's to read, and keys it added would outlive it (before
+    the seccomp filter: every call below "done", the planted key in /proc/keys after the run)."""
+    result, log = attack(problem, cpu, arena, "uses_keyring.py")
+    assert result.ok, first_failure(result)
+    calls = [line for line in log.splitlines() if line.startswith(("join:", "add_key", "link", "read"))]
+    assert len(calls) >= 2 and all(line.endswith("Operation not permitted") for line in calls), calls
+    assert "mla-eval-planted" not in Path("/proc/keys").read_text()
+
+
 def test_no_file_is_left_when_the_sandbox_is_killed_while_its_processes_write(problem, cpu, arena, own_tmp):
     result, _ = attack(problem, cpu, arena, "races_scratch_removal.py")  # (it left files in 3 of 3 tries before the fix)
     assert not result.ok and "protocol" in first_failure(result), first_failure(result)

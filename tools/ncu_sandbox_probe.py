@@ -20,12 +20,21 @@ from harness.launch import bwrap_command, find_bwrap  # noqa: E402
 
 
 def run_probe(cmd: list[str]) -> tuple[object, str, str, float]:
+    """Run `cmd`; where it starts with the sandbox, with a fresh one (bwrap reads its seccomp filter's
+    descriptor to the end)."""
+    box = None
+    if "--seccomp" in cmd:
+        box = bwrap_command(find_bwrap(), ROOT / "tools" / "ncu_probe.py", ())
+        cmd = box + cmd[cmd.index("--") + 1:]
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=90, pass_fds=box.fds if box else ())
         code, out, err = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired:
         code, out, err = "timeout", "", ""
+    finally:
+        if box:
+            box.close()
     return code, out, err, time.perf_counter() - t0
 
 
