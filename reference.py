@@ -151,8 +151,9 @@ def ref_kernel(data: input_t) -> output_t:
 
 # ---------------------------------------------------------------- judging an output
 # The precision contract (task.yml `precision_contract`): read one KV format exactly as given;
-# q as given (bf16) or quantized to fp8 e4m3 per tensor with scale = amax/fp8_max; fp32 scores,
-# softmax and accumulation, P may be rounded to bf16 for the P·V product; output bf16.
+# q as given (bf16) or quantized to fp8 e4m3 per tensor with scale = amax/fp8_max, its codes used
+# as they are and the scale applied in fp32; fp32 scores, softmax and accumulation, P may be
+# rounded to bf16 for the P·V product; output bf16.
 Q_PRECISIONS = ("bf16", "fp8")
 
 
@@ -209,8 +210,8 @@ def check_ratio(output: torch.Tensor, expected: dict[str, torch.Tensor], policy:
         if policy == "strict":
             whole, rows = errors(output, ref)
             ratio = max(whole / params["rel_l2"], rows / params["row_rel_l2"])
-            text = (f"{path}: rel L2 {whole:.2%} (limit {params['rel_l2']:.0%}), "
-                    f"worst (row, head) {rows:.2%} (limit {params['row_rel_l2']:.0%})")
+            text = (f"{path}: rel L2 {whole:.2%} (limit {_percent(params['rel_l2'])}), "
+                    f"worst (row, head) {rows:.2%} (limit {_percent(params['row_rel_l2'])})")
         elif policy == "competition":  # the seed competition's check, for comparison
             if path != "kv=fp8,q=fp8":
                 continue
@@ -228,6 +229,10 @@ def check_ratio(output: torch.Tensor, expected: dict[str, torch.Tensor], policy:
         return float("inf"), ""
     ratio = min(r for r, _ in found)
     return ratio, next(text for r, text in found if r <= ratio * (1 + TIE))
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
 
 
 def check_output(output: torch.Tensor, expected: dict[str, torch.Tensor], policy: str,
@@ -480,10 +485,11 @@ def _rows_of_other_sequences(got: torch.Tensor, expected: dict[str, torch.Tensor
 
 # ---------------------------------------------------------------- the check's self-test
 def simulated_kernel(data: input_t, kv_format: str, q_precision: str) -> torch.Tensor:
-    """What an honest kernel computes on a given precision path: bf16-exact operands, fp32
-    scores and accumulation, P rounded to bf16 before P·V, output rounded to bf16."""
+    """What an honest kernel computes on a given precision path: the operands exactly (fp8 q as
+    its codes, the scale applied in fp32), fp32 scores and accumulation, P rounded to bf16 before
+    P·V, output rounded to bf16."""
     q, kv_data, qo_indptr, kv_indptr, config = data
-    qf = quantized_q(q, q_precision, kv_data["fp8"][0].dtype).bfloat16().float()
+    qf = quantized_q(q, q_precision, kv_data["fp8"][0].dtype)
     kf = dequantized_kv(kv_data, kv_format).reshape(-1, QK_HEAD_DIM)
 
     def attend(qs: torch.Tensor, ks: torch.Tensor) -> torch.Tensor:

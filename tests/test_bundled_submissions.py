@@ -5,6 +5,7 @@ import pytest
 from conftest import ROOT, TRITON_KERNELS, load_submission
 
 from harness.engine import RunContext, evaluate
+from harness.problem import load_problem
 
 pytestmark = pytest.mark.slow  # every bundled kernel in Triton's interpreter
 
@@ -40,14 +41,19 @@ COMPETITION = [ROOT / "tests" / "competition" / name for name in ("fp8_reference
 @pytest.mark.parametrize("path", COMPETITION, ids=[p.name for p in COMPETITION])
 def test_competition_style_files_run_unchanged(problem, cpu, tmp_path, path):
     """GPU MODE imports, #!POPCORN headers, config keys, kv_data["fp8"] / ["mxfp4"] as the AMD
-    challenge laid them out: such files pass here as they are."""
-    # A fixed secret keeps the test deterministic: with random ones the fp8 recipe (bf16-rounded q
-    # and scores, outside task.yml's precision contract) misses the per-(row, head) 5% bound on
-    # about 1 seed in 12 at these small shapes (worst 5.41%, measured on the CPU on 2026-12-01).
-    result = evaluate(path, RunContext(problem, cpu, small=True, log_dir=tmp_path, secret=1234), "test")
+    challenge laid them out: such files run here as they are. Their recipe (bf16 scores, and for fp8
+    q8 * scale rounded to bf16) is outside task.yml's precision contract, so the default task fails
+    them on precision alone (every case computed, no interface error) and says they pass the
+    competition's own task, where they rank."""
+    result = evaluate(path, RunContext(problem, cpu, small=True, log_dir=tmp_path), "test")
+    assert not result.error and result.cases, result.error
+    assert all(c.ok or c.reason.startswith("output differs from the reference") for c in result.cases), \
+        [c.reason for c in result.cases]
+    assert result.companion.startswith("passes amd-mixed-mla-competition's"), result.companion
+    competition = load_problem(ROOT / "tasks" / "competition" / "task.yml")
+    result = evaluate(path, RunContext(competition, cpu, small=True, log_dir=tmp_path / "competition"), "test")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
-    reasons = " ".join(c.reason for c in result.cases)
-    assert ("kv=fp8,q=fp8" in reasons) if "fp8" in path.name else ("kv=mxfp4" in reasons)
+    assert all("kv=fp8,q=fp8" in c.reason for c in result.cases)  # (the competition's check has that path only)
 
 
 @pytest.mark.parametrize("name", TRITON_KERNELS)

@@ -41,7 +41,7 @@ def kernel(data, seqs, fmt="bf16", qp="bf16", keys=None, scale=None, drop=slice(
     q, kv_data, qo_indptr, kv_indptr, config = data
     qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
     keys = (R.dequantized_kv(kv_data, fmt) if keys is None else keys).reshape(-1, 576)
-    qf = R.quantized_q(q, qp, kv_data["fp8"][0].dtype).bfloat16().float()
+    qf = R.quantized_q(q, qp, kv_data["fp8"][0].dtype)
     scale = config["sm_scale"] if scale is None else scale
     out = R.simulated_kernel(data, fmt, qp)
     for b in seqs:
@@ -190,7 +190,7 @@ def test_a_passing_output_keeps_its_reason_and_is_not_diagnosed(cases, problem, 
 def test_an_error_spread_thin_says_so(cases):
     data, expected, check = cases[RAGGED]
     ref = expected["kv=bf16,q=bf16"]
-    ok, reason = check((ref * 1.03).bfloat16())   # 3% everywhere: over 2% overall, under 5% per row
+    ok, reason = check((ref * 1.008).bfloat16())   # 0.8% everywhere: over 0.5% overall, under 1.25% per row
     assert not ok and "no single (row, head) is over its bound" in reason, reason
 
 

@@ -88,7 +88,7 @@ def test_check_accepts_every_format_path_and_rejects_zeros():
         ok, msg = R.check_output(ref.to(torch.bfloat16), expected, *TOL)
         assert ok, (path, msg)
     ok, msg = R.check_output(torch.zeros_like(expected["kv=bf16,q=bf16"]).bfloat16(), expected, *TOL)
-    assert not ok and "rel L2 100.00% (limit 2%)" in msg
+    assert not ok and "rel L2 100.00% (limit 0.5%)" in msg
 
 
 def test_the_closest_path_named_does_not_hang_on_rounding():
