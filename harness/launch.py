@@ -175,11 +175,23 @@ def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path],
         folders.append(here)
     for path in private:
         path = Path(path).resolve()
-        if path.is_dir() and not (root == path or root.is_relative_to(path)):
+        if path.is_dir() and not _holds_needed(path):
             folders.append(path)
         elif path.is_file():
             files += [p for p in (path, Path(f"{path}-journal"), Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
     return folders, files
+
+
+SYSTEM_FOLDERS = tuple(Path(p) for p in ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/dev",
+                                           "/proc", "/sys", "/run", "/var", "/snap", "/nix"))
+
+
+def _holds_needed(folder: Path) -> bool:
+    """Whether hiding `folder` would hide what a worker may need: the harness, Python and its import
+    path, the system's folders (libraries, tools, drivers), or the sandbox's own /tmp."""
+    needed = [REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), *(Path(p) for p in sys.path if p)]
+    return folder in (Path("/"), Path("/tmp")) or any(folder.is_relative_to(s) for s in SYSTEM_FOLDERS) or any(
+        n.resolve() == folder or n.resolve().is_relative_to(folder) for n in needed)
 
 
 def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None) -> SandboxCommand:

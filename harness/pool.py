@@ -152,21 +152,52 @@ def stop_slots(slots: Sequence[Any]) -> None:
         raise
 
 
+def short_of_time(result: Any) -> bool:
+    """Whether a result failed on time or host memory, which a neighbour can take: a timeout, or a
+    worker the out-of-memory killer ended."""
+    reasons = [result.error] + [c.reason for c in result.cases if not c.ok]
+    return not result.ok and any(r.startswith("timeout:") or "likely out of host memory" in r for r in reasons)
+
+
 def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
-                      on_result: Callable[[int, Any], None] = lambda i, r: None) -> list:
+                      on_result: Callable[[int, Any], None] = lambda i, r: None,
+                      on_again: Callable[[Path], None] = lambda path: None) -> list:
     """Evaluate `paths` on len(envs) evaluator processes; results in the order of `paths`.
 
     An evaluator that dies (killed, crashed) costs only the submission it was evaluating: that
-    one is reported failed with the reason, and a fresh evaluator takes the slot.
+    one is reported failed with the reason, and a fresh evaluator takes the slot. The evaluators
+    share the host, and a submission can starve the others of CPU or memory (a worker's processes
+    each in a session of their own get a scheduler share each): a file that failed on time or host
+    memory beside other evaluators is evaluated again alone at the end (`on_again` is told), and
+    that verdict stands.
     """
-    pending = deque(enumerate(paths))
     results: list = [None] * len(paths)
-    slots = [_Slot(config, env) for env in envs[:max(1, min(len(envs), len(paths)))]]
+    crowded = len(envs) > 1 and len(paths) > 1
+    again: list[int] = []
 
     def finish(index: int, result: Any) -> None:
+        if crowded and short_of_time(result):
+            again.append(index)
+            return
         results[index] = result
         on_result(index, result)
 
+    _drain(deque(enumerate(paths)), config, envs[:max(1, min(len(envs), len(paths)))], finish)
+    if again:
+        for index in again:
+            on_again(paths[index])
+
+        def final(index: int, result: Any) -> None:
+            results[index] = result
+            on_result(index, result)
+
+        _drain(deque((i, paths[i]) for i in again), config, envs[:1], final)
+    return results
+
+
+def _drain(pending: deque, config: RunConfig, envs: Sequence[dict[str, str]], finish: Callable[[int, Any], None]) -> None:
+    """Evaluate the (index, path) jobs of `pending` on one evaluator per env, each result to `finish`."""
+    slots = [_Slot(config, env) for env in envs]
     try:
         while pending or any(s.job for s in slots):
             for slot in slots:
@@ -200,4 +231,3 @@ def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[d
                     slot.job = None
     finally:
         stop_slots(slots)
-    return results

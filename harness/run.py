@@ -16,6 +16,7 @@ import time
 STARTED = time.perf_counter()  # the run's wall time counts everything after this (cli.py imports this first)
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional  # noqa: E402
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
 
 
 def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
-    """What no worker may see: the results database and the log folder."""
-    return (Path(args.db), Path(args.logs))
+    """What no worker may see: the results database, its folder (other runs' databases there, which
+    a submission could read, or read-lock so that their runs cannot write; harness/launch.py
+    leaves a folder visible where the worker needs what it holds) and the log folder."""
+    return (Path(args.db), Path(args.db).resolve().parent, Path(args.logs))
 
 
 def parallel(args: argparse.Namespace) -> bool:
@@ -76,16 +79,31 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
     pool = _pool_plan(args, device) if parallel(args) else None
-    run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if ctx.graph else "events",
-                             sandboxed=sandboxed)
-    began = time.perf_counter()  # the evaluations (startup: everything before)
+    from harness.store import StoreError
+
     try:
-        results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early)
+        run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if ctx.graph else "events",
+                                 sandboxed=sandboxed)
+    except StoreError as exc:
+        raise UsageError(f"{exc} (nothing was run)") from None
+    began = time.perf_counter()  # the evaluations (startup: everything before)
+    unstored: list[str] = []
+    try:
+        results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early, unstored)
     except BaseException as exc:
-        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        with contextlib.suppress(StoreError):  # (the database may be what failed)
+            store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
         raise
-    store.finish_run(run_id, ctx.secret)
-    return _finish(args, ctx, results, run_id, sandboxed, began)
+    try:
+        store.finish_run(run_id, ctx.secret)
+    except StoreError as exc:
+        unstored.append(f"run {run_id} not marked complete ({exc})")
+    code = _finish(args, ctx, results, run_id, sandboxed, began)
+    if unstored:  # after the tables and exports, which hold every result
+        report.error(f"the results database failed: {'; '.join(unstored)[:600]}; the results above and in any "
+                     "--json/--csv export are complete")
+        return max(code, 1)
+    return code
 
 
 def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Path]) -> int:
@@ -222,8 +240,12 @@ def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
 
 
 def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store: Store, run_id: int,
-                  submissions: list[Path], pool: Optional[tuple[int, int]], early) -> list[SubmissionResult]:
-    """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it finishes."""
+                  submissions: list[Path], pool: Optional[tuple[int, int]], early,
+                  unstored: list[str]) -> list[SubmissionResult]:
+    """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it
+    finishes; a result the database refuses is told at once and listed in `unstored`, and the run
+    goes on."""
+    from harness.store import StoreError
     from harness import report
     from harness.engine import evaluate, plan
     from harness.results import display_names
@@ -233,7 +255,11 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     def record(result: SubmissionResult) -> None:
         if names.get(result.path, result.name) != result.name:
             result.display = names[result.path]
-        store.add_submission(run_id, result, ctx.problem.label)
+        try:
+            store.add_submission(run_id, result, ctx.problem.label)
+        except StoreError as exc:
+            unstored.append(f"{result.name} not stored ({exc})")
+            report.error(f"{result.name}: result not stored: {exc}")
         report.show_finished(args.mode, result, problem.label, len(submissions), ctx.bandwidth)
 
     problem = ctx.problem
@@ -340,6 +366,8 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
     report.err_console.print(f"{workers} evaluator(s) in parallel on "
                              + (f"{gpus} GPU(s)" if gpus else "the CPU"))
     try:
-        return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done)
+        again = lambda path: report.err_console.print(  # noqa: E731
+            f"{path.name}: failed on time or host memory beside other evaluators: evaluated again alone at the end")
+        return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done, again)
     except PoolError as exc:
         raise UsageError(str(exc)) from None

@@ -8,6 +8,7 @@ only whole submissions in it, never a half-written one, and history shows comple
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import sqlite3
@@ -95,8 +96,25 @@ ADDED_COLUMNS = [
 ]
 
 
+# How long a write waits for a lock another process holds on the database (another run writing; or a
+# submission of a run going on at the same time, which may read-lock any file it can open) before it
+# fails with a StoreError instead of waiting for ever.
+BUSY_SECONDS = 30.0
+
+
 class StoreError(RuntimeError):
     pass
+
+
+def _writes(method):
+    """A write of the store: a database error (locked, disk full, ...) is a one-line StoreError."""
+    @functools.wraps(method)
+    def write(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+    return write
 
 
 class Store:
@@ -104,7 +122,7 @@ class Store:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path)
+            self.db = sqlite3.connect(self.path, timeout=BUSY_SECONDS)
             # The rollback journal (old copies of the pages a write changes: earlier runs' rows) stays
             # as one file instead of being made and deleted at each write: a file that exists before a
             # worker starts is hidden from it (harness/launch.py, hidden_paths and _make_private), one
@@ -123,6 +141,7 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
+    @_writes
     def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str], timing: str = "events",
                   sandboxed: bool = False) -> int:
         with self.db:
@@ -133,6 +152,7 @@ class Store:
                  timing, int(sandboxed), os.getpid()))
         return int(cur.lastrowid)
 
+    @_writes
     def end_run(self, run_id: int, status: str) -> None:
         """Mark a run that did not complete: interrupted (Ctrl-C) or failed (an error stopped it)."""
         with self.db:
@@ -146,6 +166,7 @@ class Store:
         with self.db:
             self.db.executemany("UPDATE runs SET status = 'died' WHERE id = ?", [(d,) for d in dead])
 
+    @_writes
     def add_submission(self, run_id: int, result: SubmissionResult,
                        label: Optional[Callable[[dict], str]] = None) -> None:
         """`label`: the task's short case label (Problem.label), stored beside each case's spec."""
@@ -189,6 +210,7 @@ class Store:
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO bandwidth VALUES (?, ?, ?)", (device, bytes_per_s, _now()))
 
+    @_writes
     def finish_run(self, run_id: int, secret: Optional[int] = None) -> None:
         """Mark the run complete; its secret seed is stored only now, when no worker can use it."""
         with self.db:

@@ -88,6 +88,23 @@ def test_cli_parallel_mode_exit_code_and_store(tmp_path, capsys):
     assert rows[0]["status"] == "complete" and rows[0]["submissions"] == 2 and rows[0]["passed"] == 1
 
 
+def test_a_file_out_of_time_beside_others_is_evaluated_again_alone(tmp_path, capsys):
+    """A neighbour can starve the other evaluators of CPU (red-team pass 11: 300 spinning children,
+    each in a session of its own, timed an honest file out): a file that times out beside other
+    evaluators is evaluated again alone, once, and that verdict is the one stored."""
+    from harness.store import Store
+
+    db = tmp_path / "r.db"
+    code = cli(tmp_path, "--mode", "test", "--gpus", "0", "--workers", "2", "--timeout", "3",
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"), "--submission", str(ZOO / "hangs.py"))
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.count("hangs.py: failed on time or host memory beside other evaluators: evaluated again alone") == 1
+    assert "torch_batched.py: failed on time" not in err
+    rows = Store(str(db)).runs()
+    assert rows[0]["status"] == "complete" and rows[0]["submissions"] == 2 and rows[0]["passed"] == 1
+
+
 def test_timed_runs_on_the_cpu_say_their_numbers_do_not_rank(tmp_path, capsys):
     """CPU timings differ many times over between identical runs; evaluators in parallel on the
     CPU also overlap their timed calls: both said before any work (the file fails at import)."""

@@ -433,3 +433,30 @@ def test_a_failed_send_of_the_inputs_holds_no_descriptors(problem, cpu, arena):
         result, _ = attack(problem, cpu, arena, "exits_before_inputs.py")
         assert first_failure(result).startswith("crashed:"), first_failure(result)
     assert open_fds() <= before
+
+
+def test_other_databases_beside_the_runs_are_hidden(tmp_path):
+    """A submission of one run could read, or read-lock, the database of another run going on at the
+    same time (red-team pass 11: that run died with 'database is locked'); the databases' usual
+    folder is hidden with the run's own. (Outside /tmp, which the sandbox replaces anyway.)"""
+    import argparse
+    import subprocess
+
+    from harness.launch import bwrap_command, find_bwrap
+    from harness.run import private_paths
+
+    (ROOT / "results").mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="test-hidden-", dir=ROOT / "results"))
+    try:
+        (folder / "runs.db").touch()
+        (folder / "other.db").write_bytes(b"SQLite format 3\0")
+        private = private_paths(argparse.Namespace(db=str(folder / "runs.db"), logs=str(tmp_path / "logs")))
+        box = bwrap_command(find_bwrap(), ROOT / "submissions" / "torch_batched.py", private)
+        try:
+            run = subprocess.run(box + [sys.executable, "-c", f"open({str(folder / 'other.db')!r}, 'rb')"],
+                                 pass_fds=box.fds, capture_output=True, text=True, timeout=60)
+        finally:
+            box.close()
+        assert run.returncode != 0 and "No such file" in run.stderr, run.stderr[-300:]
+    finally:
+        shutil.rmtree(folder)

@@ -228,3 +228,65 @@ def test_history_and_compare_tell_files_of_the_same_name_apart(tmp_path):
     assert sorted((r["name"], r["runs"], round(r["best_us"])) for r in rows) == [("a/kernel.py", 1, 10), ("b/kernel.py", 1, 99)]
     table = compare_table(runs[0], runs[1], store.timed_cases(runs[0]), store.timed_cases(runs[1]))
     assert table.row_count == 0  # the two runs share no submission
+
+
+LOCKER = """
+import fcntl, sys, time
+f = open(sys.argv[1], "rb")
+fcntl.lockf(f, fcntl.LOCK_SH, 512, 0x40000000, 0)   # SQLite's lock bytes, shared: as a reader holds them
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_locked_database_is_one_line_before_anything_runs(tmp_path, capsys, monkeypatch):
+    """Another process that read-locks the database (red-team pass 11: a submission of a run going on
+    at the same time, which could open this file) made the run die with a traceback and stay
+    'running'. Now a write waits BUSY_SECONDS, then the run stops with one line before it starts."""
+    import subprocess
+    import sys
+
+    import harness.store
+    from conftest import cli
+
+    monkeypatch.setattr(harness.store, "BUSY_SECONDS", 0.5)
+    Store(tmp_path / "r.db").close()
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(tmp_path / "r.db")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline().strip() == "locked"
+        code = cli(tmp_path, "--mode", "test", "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    finally:
+        locker.kill()
+        locker.wait()
+    err = capsys.readouterr().err
+    assert code == 2 and "database is locked (nothing was run)" in err and "Traceback" not in err, err[-800:]
+
+
+def test_a_result_the_database_refuses_costs_that_row_only(tmp_path, capsys, monkeypatch):
+    """A write that fails mid-run (locked, disk full) is told at once; the run goes on, prints and
+    exports every result, is marked complete, and exits non-zero."""
+    import json
+
+    from conftest import ZOO, cli
+
+    from harness.store import StoreError
+
+    real = Store.add_submission
+    calls = []
+
+    def refuse_first(self, run_id, result, label=None):
+        calls.append(result.name)
+        if len(calls) == 1:
+            raise StoreError(f"{self.path}: database is locked")
+        return real(self, run_id, result, label)
+
+    monkeypatch.setattr(Store, "add_submission", refuse_first)
+    out = tmp_path / "out.json"
+    code = cli(tmp_path, "--mode", "test", "--json", str(out), "--submission", str(ZOO / "zeros.py"),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    err = capsys.readouterr().err
+    assert code == 1 and "zeros.py: result not stored:" in err and "Traceback" not in err, err[-800:]
+    assert "the results database failed: zeros.py not stored" in err
+    assert {row["submission"] for row in json.loads(out.read_text())["rows"]} == {"zeros.py", "torch_batched.py"}
+    run = Store(tmp_path / "r.db").runs()[0]
+    assert run["status"] == "complete" and run["submissions"] == 1
