@@ -24,9 +24,11 @@ marks every result unsandboxed; `--sandbox require` refuses.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import functools
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -61,6 +63,11 @@ KEYRING_CALLS = {
 }
 
 
+KEYCTL = {"x86_64": 250, "aarch64": 219}  # the keyctl system call's number
+# (looked up once here: a child between fork and exec must not dlopen, another thread may hold its lock)
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
 class SandboxUnavailable(RuntimeError):
     pass
 
@@ -68,7 +75,6 @@ class SandboxUnavailable(RuntimeError):
 def seccomp_program(machine: Optional[str] = None) -> Optional[bytes]:
     """The classic-BPF filter bwrap's --seccomp loads (struct sock_filter[]), or None where no
     table of system call numbers is known for this machine."""
-    import platform
     import struct
 
     table = KEYRING_CALLS.get(machine or platform.machine())
@@ -200,8 +206,11 @@ def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: 
     ~110 ms, BENCHMARKS.md session 7). Its working folder /tmp/work is a tmpfs of its own, or the
     host folder `scratch` where the parent must collect files from it (a vendor profiler's report).
     The caller passes the command's `fds` to the child and closes them once it started."""
-    cmd = SandboxCommand([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp",
-           "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"])
+    cmd = SandboxCommand([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                          "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"])
+    for listing in ("/proc/keys", "/proc/key-users"):  # the host's keys' names and owners' quotas
+        if os.path.exists(listing):
+            cmd += ["--ro-bind", "/dev/null", listing]
     for needed in _imports_under_tmp():  # a checkout or Python living in /tmp stays importable (read-only)
         cmd += ["--ro-bind", str(needed), str(needed)]
     import glob
@@ -484,12 +493,18 @@ LOG_LIMIT = 64 << 20  # bytes kept of a worker's output (its log), and of any fi
 
 
 def _limits(file_limit: int = LOG_LIMIT) -> None:
-    """In the child, before exec: no core dumps, files capped at `file_limit` bytes, and first in
-    line for the out-of-memory killer (so a worker that eats the host's memory dies, not the parent)."""
+    """In the child, before exec: no core dumps, files capped at `file_limit` bytes, a session keyring
+    of its own, and first in line for the out-of-memory killer (so a worker that eats the host's
+    memory dies, not the parent)."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+    # A fresh, empty session keyring (KEYCTL_JOIN_SESSION_KEYRING): nothing the child runs possesses
+    # the operator's keys, which a kernel service that takes a key by its serial (AF_ALG's) would use
+    # without any keyring system call.
+    if _LIBC is not None and platform.machine() in KEYCTL:
+        _LIBC.syscall(KEYCTL[platform.machine()], 1, None)
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")

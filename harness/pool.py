@@ -153,10 +153,11 @@ def stop_slots(slots: Sequence[Any]) -> None:
 
 
 def short_of_time(result: Any) -> bool:
-    """Whether a result failed on time or host memory, which a neighbour can take: a timeout, or a
-    worker the out-of-memory killer ended."""
+    """Whether a result failed in a way a neighbour can cause by taking the host's CPU, memory or
+    process IDs: a timeout or a crashed worker (reasons only the parent writes: a submission's own
+    exception text starts with "exception:")."""
     reasons = [result.error] + [c.reason for c in result.cases if not c.ok]
-    return not result.ok and any(r.startswith("timeout:") or "likely out of host memory" in r for r in reasons)
+    return not result.ok and any(r.startswith(("timeout:", "crashed:", "evaluator process")) for r in reasons)
 
 
 def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[dict[str, str]],
@@ -166,9 +167,9 @@ def evaluate_parallel(paths: Sequence[Path], config: RunConfig, envs: Sequence[d
 
     An evaluator that dies (killed, crashed) costs only the submission it was evaluating: that
     one is reported failed with the reason, and a fresh evaluator takes the slot. The evaluators
-    share the host, and a submission can starve the others of CPU or memory (a worker's processes
-    each in a session of their own get a scheduler share each): a file that failed on time or host
-    memory beside other evaluators is evaluated again alone at the end (`on_again` is told), and
+    share the host, and a submission can starve the others of CPU, memory or process IDs (a worker's
+    processes each in a session of their own get a scheduler share each): a file that timed out or
+    crashed beside other evaluators is evaluated again alone at the end (`on_again` is told), and
     that verdict stands.
     """
     results: list = [None] * len(paths)

@@ -68,7 +68,12 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     bandwidth = None
     if device.is_gpu:  # measured every run: a stored figure is only as trustworthy as the run that wrote it
         bandwidth = measure_copy_bandwidth()
-        store.save_bandwidth(device.name, bandwidth)
+        from harness.store import StoreError
+
+        try:
+            store.save_bandwidth(device.name, bandwidth)
+        except StoreError as exc:
+            raise UsageError(f"{exc} (nothing was run)") from None
         report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
     config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
     ctx = config.context()
@@ -128,9 +133,14 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
             raise UsageError(str(exc)) from None
     if args.json and not Path(args.json).parent.is_dir():
         raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
-    run_id = store.start_run("compile", problem.spec.name, detect("cpu"), versions(), "-",
-                             sandboxed=use_sandbox(args.sandbox))
-    everything, ok = {}, True
+    from harness.store import StoreError
+
+    try:
+        run_id = store.start_run("compile", problem.spec.name, detect("cpu"), versions(), "-",
+                                 sandboxed=use_sandbox(args.sandbox))
+    except StoreError as exc:
+        raise UsageError(f"{exc} (nothing was run)") from None
+    everything, ok, unstored = {}, True, []
     try:
         for path in submissions:
             try:
@@ -149,16 +159,27 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
                                  f"{str(exc)[:120]})")
                     rows, compiled = {"error": f"report not shown ({type(exc).__name__})"}, False
             everything[str(path)], ok = rows, ok and compiled
-            store.add_compile_report(run_id, str(path), targets, rows, compiled)
+            try:
+                store.add_compile_report(run_id, str(path), targets, rows, compiled)
+            except StoreError as exc:
+                unstored.append(path.name)
+                report.error(f"{path.name}: report not stored: {exc}")
     except BaseException as exc:
-        store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        with contextlib.suppress(StoreError):
+            store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
         raise
-    store.finish_run(run_id)
-    report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    try:
+        store.finish_run(run_id)
+        report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    except StoreError as exc:
+        unstored.append(f"run {run_id} not marked complete ({exc})")
     if args.json:
         Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
                                               indent=2, default=str))
-    return 0 if ok else 1
+    if unstored:
+        report.error(f"the results database failed: not stored: {', '.join(unstored)[:600]}; the reports above and "
+                     "in any --json export are complete")
+    return 0 if ok and not unstored else 1
 
 
 def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, device: DeviceInfo, mode: str,
@@ -245,10 +266,10 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it
     finishes; a result the database refuses is told at once and listed in `unstored`, and the run
     goes on."""
-    from harness.store import StoreError
     from harness import report
     from harness.engine import evaluate, plan
     from harness.results import display_names
+    from harness.store import StoreError
 
     names = display_names([str(p) for p in submissions])
 
@@ -367,7 +388,7 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
                              + (f"{gpus} GPU(s)" if gpus else "the CPU"))
     try:
         again = lambda path: report.err_console.print(  # noqa: E731
-            f"{path.name}: failed on time or host memory beside other evaluators: evaluated again alone at the end")
+            f"{path.name}: timed out or crashed beside other evaluators: evaluated again alone at the end")
         return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done, again)
     except PoolError as exc:
         raise UsageError(str(exc)) from None

@@ -192,6 +192,7 @@ class Store:
                      c.audit_s * 1e6 if c.audit_s is not None else None,
                      label(c.args) if label and c.args else None))
 
+    @_writes
     def add_compile_report(self, run_id: int, path: str, targets: list[str], report: Any, ok: bool) -> None:
         with self.db:
             self.db.execute("INSERT INTO compile_reports (run_id, path, targets, report, ok) VALUES (?, ?, ?, ?, ?)",
@@ -206,6 +207,7 @@ class Store:
         row = self.db.execute("SELECT bytes_per_s FROM bandwidth WHERE device = ?", (device,)).fetchone()
         return float(row[0]) if row else None
 
+    @_writes
     def save_bandwidth(self, device: str, bytes_per_s: float) -> None:
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO bandwidth VALUES (?, ?, ?)", (device, bytes_per_s, _now()))

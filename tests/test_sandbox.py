@@ -314,6 +314,7 @@ def test_the_keyrings_are_out_of_reach(problem, cpu, arena):
     the seccomp filter: every call below "done", the planted key in /proc/keys after the run)."""
     result, log = attack(problem, cpu, arena, "uses_keyring.py")
     assert result.ok, first_failure(result)
+    assert "/proc/keys: Permission denied" in log or "/proc/keys lines: 0" in log, log[-500:]
     calls = [line for line in log.splitlines() if line.startswith(("join:", "add_key", "link", "read"))]
     assert len(calls) >= 2 and all(line.endswith("Operation not permitted") for line in calls), calls
     assert "mla-eval-planted" not in Path("/proc/keys").read_text()
@@ -460,3 +461,20 @@ def test_other_databases_beside_the_runs_are_hidden(tmp_path):
         assert run.returncode != 0 and "No such file" in run.stderr, run.stderr[-300:]
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_worker_starts_on_a_session_keyring_of_its_own():
+    """Outside the seccomp filter's reach (a kernel service that takes a key by its serial, AF_ALG's):
+    the child does not possess the operator's keys, its session keyring is a fresh one."""
+    import platform
+    import subprocess
+
+    from harness.launch import KEYCTL, _limits
+
+    if platform.machine() not in KEYCTL:
+        pytest.skip("no keyctl number known for this machine")
+    ask = ("import ctypes, platform; from harness.launch import KEYCTL; "
+           "print(ctypes.CDLL(None).syscall(KEYCTL[platform.machine()], 0, ctypes.c_long(-3), 1))")
+    parent = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT).stdout
+    child = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT, preexec_fn=_limits).stdout
+    assert parent.strip() and child.strip() and parent != child, (parent, child)
