@@ -63,9 +63,10 @@ KEYRING_CALLS = {
 }
 
 
-KEYCTL = {"x86_64": 250, "aarch64": 219}  # the keyctl system call's number
+KEYCTL = {machine: calls[0][1][2] for machine, calls in KEYRING_CALLS.items()}  # keyctl's native number
 # (looked up once here: a child between fork and exec must not dlopen, another thread may hold its lock)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_KEYCTL_HERE = KEYCTL.get(platform.machine()) if _LIBC is not None else None
 
 
 class SandboxUnavailable(RuntimeError):
@@ -503,8 +504,8 @@ def _limits(file_limit: int = LOG_LIMIT) -> None:
     # A fresh, empty session keyring (KEYCTL_JOIN_SESSION_KEYRING): nothing the child runs possesses
     # the operator's keys, which a kernel service that takes a key by its serial (AF_ALG's) would use
     # without any keyring system call.
-    if _LIBC is not None and platform.machine() in KEYCTL:
-        _LIBC.syscall(KEYCTL[platform.machine()], 1, None)
+    if _KEYCTL_HERE is not None:
+        _LIBC.syscall(_KEYCTL_HERE, 1, None)
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
