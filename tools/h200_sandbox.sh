@@ -32,7 +32,8 @@ if [[ $STEPS == *zoo* ]]; then  # each zoo_gpu file must be rejected, the two ho
     --submission tests/zoo_gpu/works_after_timer.py --submission tests/zoo_gpu/side_stream.py \
     --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py \
     --submission tests/zoo_gpu/kills_profiler.py --submission tests/zoo_gpu/writes_report.py \
-    --submission tests/zoo_gpu/labels_as_warmup.py --submission tests/zoo/prints_results.py --submission tests/zoo/probes_env.py
+    --submission tests/zoo_gpu/labels_as_warmup.py --submission tests/zoo_gpu/persists_in_l2.py \
+    --submission tests/zoo/prints_results.py --submission tests/zoo/probes_env.py
 fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
   run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs $LOGS \
