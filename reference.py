@@ -48,6 +48,41 @@ input_t = tuple  # (q, kv_data, qo_indptr, kv_indptr, config)
 output_t = torch.Tensor
 
 
+MAX_QUERY_ROWS = 1 << 16       # batchsize x qseqlen: 64x the largest benchmark's 1,024
+MAX_CACHE_ROWS = 1 << 22       # total KV rows: 2x the largest benchmark's 2,097,152 (~10 GB while generated)
+
+
+def check_case(batchsize: int, qseqlen: int, kvseqlen: int, seed: int, kvseqlens: Optional[Sequence[int]] = None,
+               device: Optional[str] = None, style: str = "default") -> None:
+    """Raise ValueError (one line) unless generate_input can make this case: whole-number sizes of at
+    least 1 (a ragged batch's lengths at least 0, not all 0), at most MAX_QUERY_ROWS query rows and
+    MAX_CACHE_ROWS cache rows, a seed the generators take (0 to 2**63 - 1), a known style. The harness
+    calls it for every case of task.yml, --shape and a popcorn TESTFILE before any work starts."""
+    def whole(name, value, least):
+        if type(value) is not int or value < least:
+            raise ValueError(f"{name} must be a whole number of at least {least}, got {value!r}")
+
+    whole("batchsize", batchsize, 1)
+    whole("qseqlen", qseqlen, 1)
+    if kvseqlens is None:
+        whole("kvseqlen", kvseqlen, 1)
+        lengths = [kvseqlen] * batchsize
+    else:
+        lengths = list(kvseqlens)
+        for length in lengths:
+            whole("each of kvseqlens", length, 0)
+        if len(lengths) != batchsize or sum(lengths) == 0:
+            raise ValueError(f"kvseqlens must list {batchsize} lengths (batchsize), not all 0, got {len(lengths)}")
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
+    if batchsize * qseqlen > MAX_QUERY_ROWS:
+        raise ValueError(f"batchsize x qseqlen is {batchsize * qseqlen:,} query rows, over the {MAX_QUERY_ROWS:,} allowed")
+    if sum(lengths) > MAX_CACHE_ROWS:
+        raise ValueError(f"the cache has {sum(lengths):,} rows, over the {MAX_CACHE_ROWS:,} allowed")
+    if style not in INPUT_STYLES:
+        raise ValueError(f"style must be one of {', '.join(INPUT_STYLES)}, got {style!r}")
+
+
 def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
                    kvseqlens: Optional[Sequence[int]] = None, device: Optional[str] = None,
                    style: str = "default") -> input_t:

@@ -48,6 +48,15 @@ class Channel:
         """Whether bytes (or the end of the stream) wait to be read right now."""
         return bool(select.select([self.sock], [], [], 0)[0])
 
+    def at_end(self) -> bool:
+        """Whether the other side has closed its end and left nothing to read (it exited)."""
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+
     def close(self) -> None:
         self.sock.close()
 

@@ -19,6 +19,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Optional, Sequence  # noqa: E402
 
 from harness.config import UsageError  # noqa: E402
+from harness.scan import SourceError, read_source  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
 
 # torch (harness.device, harness.engine, harness.report) is imported only after the first
@@ -181,6 +182,10 @@ def _run(args: argparse.Namespace, early=None) -> int:
         raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
     if args.compare and args.mode != "history":
         raise UsageError("--compare goes with --mode history")
+    if args.seed is not None and not -2**63 <= args.seed < 2**63:
+        raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
+    if args.mode == "history" and not Path(args.db).is_file():
+        raise UsageError(f"{args.db}: no database there (nothing has been stored yet); pass --db PATH")
     if args.mode in MODES:
         try:
             Path(args.logs).mkdir(parents=True, exist_ok=True)
@@ -366,18 +371,33 @@ def resolve_submissions(paths: Sequence[str]) -> list[Path]:
         found = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
         if not found:
             raise UsageError(f"{folder}: no submissions (*.py) found; pass --submission PATH")
-        return [_showable(p.resolve()) for p in found]
+        return [_checked_file(str(p), Path(_showable(p))) for p in found]
     out = []
     for raw in paths:
         path = Path(_showable(Path(raw)))
         if not path.exists():
             raise UsageError(f"{raw}: submission file not found")
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             raise UsageError(f"{raw}: is a folder; pass a .py file")
         if path.suffix != ".py":
             raise UsageError(f"{raw}: not a Python file (expected a .py submission)")
-        out.append(_showable(path.resolve()))
+        out.append(_checked_file(raw, path))
     return out
+
+
+def _checked_file(raw: str, path: Path) -> Path:
+    """`path` resolved, if it is a submission the parent will read: a regular file of at most
+    scan.MAX_SOURCE_BYTES (harness/scan.py, read_source), not a link (the sandbox hides the other
+    files of a submission's own folder, and a link's file lives in another one)."""
+    if path.is_symlink():
+        raise UsageError(f"{raw}: is a symbolic link; pass the file it points to")
+    if path.is_dir():
+        raise UsageError(f"{raw}: is a folder; pass a .py file")
+    try:
+        read_source(path)
+    except SourceError as e:
+        raise UsageError(f"{raw}: {e}") from None
+    return _showable(path.resolve())
 
 
 MARKUP_CHARACTERS = "[]$"

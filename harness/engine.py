@@ -25,7 +25,7 @@ from harness.device import DeviceInfo, synchronize
 from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
 from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
-from harness.scan import declared_variant, scan
+from harness.scan import SourceError, declared_variant, read_source, scan
 from harness.spec import Case
 from harness.results import CaseResult, SubmissionResult
 from harness.timing import (FLOOR_FACTOR, CallTiming, noise_warnings, should_stop, summarize, tail_problem,
@@ -107,7 +107,13 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     """Every case of `mode` for one submission. `started`: its worker, if the caller started it
     early with `launch.start_worker`."""
     wall = time.perf_counter()
-    result = SubmissionResult(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
+    try:
+        source = read_source(path)
+    except SourceError as e:  # (checked before the run too: harness/cli.py; this is the file as it is now)
+        if started is not None:
+            started.close()
+        return SubmissionResult(str(path), "", ok=False, error=f"submission file {e}")
+    result = SubmissionResult(str(path), hashlib.sha256(source).hexdigest(),
                               log=str(log_path(ctx.log_dir, path)),
                               variant=declared_variant(path, ctx.problem.spec.kv_formats))
     clock = PhaseClock(result.phases)

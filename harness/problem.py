@@ -85,8 +85,8 @@ def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Opti
                             f"{', '.join(problem.spec.check.policies)}")
         problem = dataclasses.replace(problem, policy=policy)
     if max_seconds is not None:
-        if max_seconds <= 0:
-            raise SpecError("--budget must be a positive number of seconds")
+        if not 0 < max_seconds < float("inf"):
+            raise SpecError("--budget must be a positive, finite number of seconds")
         timing = dataclasses.replace(problem.spec.timing, max_seconds=max_seconds)
         problem = dataclasses.replace(problem, spec=dataclasses.replace(problem.spec, timing=timing))
     if timeout is not None:

@@ -156,7 +156,7 @@ class Sandbox:
     def _send(self, msg: Any, fds: Sequence[int] = ()) -> None:
         self.wait_ready()
         if self.worker.channel.pending():  # a reply sent before the question cannot be this call's
-            if not self.worker.alive():
+            if not self.worker.alive() or self.worker.channel.at_end():  # (gone, or going: its end is closed)
                 raise self._death("before the next request")
             self.worker.kill()
             raise WorkerFailure("protocol", "the worker sent a message nobody asked for")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +35,38 @@ class ScanResult:
         return f"{self.classification}: {', '.join(names)}"
 
 
+MAX_SOURCE_BYTES = 1 << 20  # a submission's source; the largest bundled file is ~30 KB
+
+
+class SourceError(Exception):
+    """A submission path the parent will not read: not a regular file, or too large."""
+
+
+def read_source(path: Path) -> bytes:
+    """A submission's bytes, as the parent reads them (to check, hash and parse them), read only
+    from a regular file of at most MAX_SOURCE_BYTES: the submitter chooses the file, and a named
+    pipe would block the parent for good, a link to a device (/dev/zero) would fill its memory, and
+    the parser's memory grows with the source (~0.5 GB per MB of literals). Raises SourceError
+    with the reason."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        raise SourceError(f"cannot be read ({e.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("is not a regular file (a pipe, device or socket)")
+        if info.st_size > MAX_SOURCE_BYTES:
+            raise SourceError(f"is {info.st_size:,} bytes, over the {MAX_SOURCE_BYTES:,} a submission may have")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_SOURCE_BYTES + 1)
+        if len(data) > MAX_SOURCE_BYTES:
+            raise SourceError(f"grew past the {MAX_SOURCE_BYTES:,} bytes a submission may have")
+        return data
+    finally:
+        os.close(fd)
+
+
 def declared_variant(path: Path, variants: list[str]) -> str:
     """Which input variant (for this task: the KV format) a submission reads, from its source,
     without running it: a top-level `KV_FORMAT = "fp8"` (or `"mxfp4+fp8"` for a file that reads
@@ -41,16 +75,20 @@ def declared_variant(path: Path, variants: list[str]) -> str:
     a task without variants."""
     if not variants:
         return ""
-    try:
-        tree = ast.parse(path.read_text(errors="replace"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (nested too deep: RecursionError)
+    try:  # the bytes, as Python reads a source file (its coding line, a byte-order mark)
+        tree = ast.parse(read_source(path))
+    except (SourceError, SyntaxError, ValueError, RecursionError, MemoryError):  # (too deep: RecursionError)
         return variants[0]
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "KV_FORMAT" for t in node.targets)
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-            named = node.value.value.split("+")
-            if 1 <= len(named) <= 2 and all(v in variants for v in named):
-                return "+".join(v for v in variants if v in named)
+    declared = None
+    for node in tree.body:  # the last top-level assignment counts, as when Python runs the file
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "KV_FORMAT" for t in targets):
+            value = node.value
+            declared = value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else ""
+    if declared is not None:
+        named = declared.split("+")
+        if 1 <= len(named) <= 2 and all(v in variants for v in named):
+            return "+".join(v for v in variants if v in named)
     used = {n.slice.value for n in ast.walk(tree)
             if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value in variants}
     return "+".join(v for v in variants if v in used) if 1 <= len(used) <= 2 else variants[0]

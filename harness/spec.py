@@ -183,6 +183,12 @@ def check_case(case: dict[str, Any], where: str, generate_input: Callable[..., A
     for name, p in params.items():
         if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in case:
             raise SpecError(f"{where}.{name}: missing (generate_input requires it)")
+    validate = getattr(generate_input, "__globals__", {}).get("check_case")  # the task's own limits, if it has them
+    if callable(validate):
+        try:
+            validate(**case)
+        except (ValueError, TypeError) as exc:
+            raise SpecError(f"{where}: {exc}") from None
 
 
 def _build(cls: type, raw: Any, where: str, skip: frozenset[str] | set[str] = frozenset()) -> Any:

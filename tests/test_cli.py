@@ -157,6 +157,32 @@ def test_variant_detection(tmp_path):
     (tmp_path / "f.py").write_text('def custom_kernel(d):\n    return d[1]["mxfp4"], d[1]["fp8"], d[1]["bf16"]\n')
     (tmp_path / "g.py").write_text('KV_FORMAT = "fp8+int4"\n')
     assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "defg"] == ["fp8+mxfp4", "fp8+mxfp4", "bf16", "bf16"]
+    # as Python reads the file: a byte-order mark, an annotation, the last assignment winning
+    (tmp_path / "h.py").write_bytes(b'\xef\xbb\xbfKV_FORMAT = "fp8"\n')
+    (tmp_path / "i.py").write_text('KV_FORMAT: str = "mxfp4"\n')
+    (tmp_path / "j.py").write_text('KV_FORMAT = "fp8"\nKV_FORMAT = "mxfp4"\n')
+    assert [declared_variant(tmp_path / f"{n}.py", formats) for n in "hij"] == ["fp8", "mxfp4", "mxfp4"]
+
+
+def test_the_worker_runs_the_source_not_a_cached_bytecode_beside_it(tmp_path):
+    """Red-team pass 13: Python's loader runs `__pycache__/NAME.cpython-XY.pyc` instead of the source,
+    and an unchecked-hash one is never compared with it: the parent would hash and scan one file while
+    another ran. The loader compiles the source's own bytes."""
+    import importlib.util
+    import py_compile
+
+    from harness.worker.loop import load_module
+
+    (tmp_path / "hidden.py").write_text("ANSWER = 'the bytecode'\n")
+    (tmp_path / "sub.py").write_text("ANSWER = 'the source'\n")
+    cached = importlib.util.cache_from_source(str(tmp_path / "sub.py"))
+    py_compile.compile(str(tmp_path / "hidden.py"), cfile=cached,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    spec = importlib.util.spec_from_file_location("probe_pyc", tmp_path / "sub.py")
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    assert plain.ANSWER == "the bytecode"  # (what Python's own loader does)
+    assert load_module(tmp_path / "sub.py", "probe_source").ANSWER == "the source"
 
 
 def test_two_formats_move_the_bytes_of_both(problem):
@@ -323,6 +349,15 @@ def test_one_custom_shape_and_a_short_timeout(tmp_path, capsys):
     (["--shape", "batch=2,qseqlen=1,kvseqlen=4"], "batch: unknown key"),
     (["--shape", "what"], "--shape 'what': expected KEY=VALUE pairs"),
     (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+    (["--shape", "batchsize=2,qseqlen=1,kvseqlen=0"], "kvseqlen must be a whole number of at least 1, got 0"),
+    (["--shape", "batchsize=2,qseqlen=1,kvseqlen=2.5"], "kvseqlen must be a whole number of at least 1, got 2.5"),
+    (["--shape", "batchsize=4096,qseqlen=1,kvseqlen=100000"], "over the 4,194,304 allowed"),
+    (["--shape", "batchsize=2,qseqlen=1,kvseqlen=4,seed=9223372036854775808"], "seed must be a whole number"),
+    (["--shape", "batchsize=2,qseqlen=1,kvseqlen=4", "--shape", "batchsize=2,qseqlen=1,kvseqlen=-4"],
+     "--shape 'batchsize=2,qseqlen=1,kvseqlen=-4': kvseqlen must be"),
+    (["--seed", str(2**63)], "--seed 9223372036854775808: expected a whole number from -2**63"),
+    (["--budget", "nan"], "--budget must be a positive, finite number of seconds"),
+    (["--budget", "inf"], "--budget must be a positive, finite number of seconds"),
 ])
 def test_bad_shape_or_timeout_is_one_line(tmp_path, capsys, args, message):
     assert cli(tmp_path, "--mode", "test", *args, "--submission", str(ZOO / "zeros.py")) == 2
@@ -378,3 +413,31 @@ def _stored_runs(db) -> list[str]:
         return [status for (status,) in sqlite3.connect(db).execute("SELECT status FROM runs")]
     except sqlite3.Error:  # not made yet
         return []
+
+
+def test_a_submission_the_parent_will_not_read_is_one_line_before_anything_runs(tmp_path, capsys):
+    """Red-team pass 13: the parent read a submission whole, unsandboxed, to hash and parse it: a named
+    pipe blocked it for good, a link to /dev/zero filled its memory, a large file cost ~0.5 GB per MB
+    to parse; a link's file lives in another folder than the one the sandbox hides."""
+    import os
+
+    (tmp_path / "pipe.py").unlink(missing_ok=True)
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    (tmp_path / "big.py").write_text("X = 1\n" + "#" * (1 << 20))
+    (tmp_path / "folder.py").mkdir()
+    (tmp_path / "real.py").write_text((ZOO / "zeros.py").read_text())
+    (tmp_path / "link.py").symlink_to(tmp_path / "real.py")
+    for name, message in (("pipe.py", "is not a regular file"), ("zero.py", "is a symbolic link"),
+                          ("big.py", "is 1,048,582 bytes, over the 1,048,576 a submission may have"), ("folder.py", "is a folder"),
+                          ("link.py", "is a symbolic link")):
+        assert cli(tmp_path, "--mode", "test", "--submission", str(ZOO / "zeros.py"),
+                   "--submission", str(tmp_path / name)) == 2, name
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name}: {message}" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_history_of_a_database_that_is_not_there_is_one_line(tmp_path, capsys):
+    assert cli(tmp_path, "--mode", "history", "--db", str(tmp_path / "none" / "r.db")) == 2
+    assert "no database there" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()

@@ -59,6 +59,7 @@ def test_the_cli_dispatches_and_the_run_module_runs():
 def test_results_and_history_need_no_torch(tmp_path):
     code = ("import sys; import harness.results, harness.report, harness.store, harness.popcorn, harness.run; "
             "from harness.cli import main; "
+            f"harness.store.Store({str(tmp_path / 'r.db')!r}); "
             f"assert main(['--mode', 'history', '--db', {str(tmp_path / 'r.db')!r}]) == 0; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

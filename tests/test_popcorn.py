@@ -87,6 +87,12 @@ def test_bad_testfile_is_exit_113(tmp_path):
     assert code == 113 and "expected 'key: value; key: value'" in output
     code, _, _, output, _ = kernelbot(tmp_path, "test", ZOO / "zeros.py", cases="batchsize: 4; seed: 1\n")
     assert code == 113 and "qseqlen: missing" in output
+    code, _, _, output, _ = kernelbot(tmp_path, "test", ZOO / "zeros.py",
+                                      cases="batchsize: 4; qseqlen: 1; kvseqlen: 0; seed: 1\n")
+    assert code == 113 and "kvseqlen must be a whole number of at least 1, got 0" in output
+    code, _, _, output, _ = kernelbot(tmp_path, "test", ZOO / "zeros.py",
+                                      cases=f"batchsize: 4; qseqlen: 1; kvseqlen: 8; seed: {2**63}\n")
+    assert code == 113 and "seed must be a whole number from 0 to 2**63 - 1" in output
 
 
 def test_no_pipe_is_exit_111(tmp_path):

@@ -130,13 +130,16 @@ class _LoadError(Exception):
 def load_module(path: "str | Path", name: str = "submission"):
     """Import a submission file as the module `name`, its folder first on the import path (as a
     competition's runner does); exceptions propagate. The one submission loader: the worker, the
-    tools and the tests use it."""
+    tools and the tests use it. The module is compiled from the file's own bytes, the ones the
+    parent hashed and scanned: Python's loader would run a cached `__pycache__/*.pyc` beside it
+    instead, and an unchecked-hash one is never compared with the source."""
     source = Path(path)
     spec = importlib.util.spec_from_file_location(name, source)
     module = importlib.util.module_from_spec(spec)
+    module.__cached__ = None
     sys.modules[name] = module
     sys.path.insert(0, str(source.parent))
-    spec.loader.exec_module(module)
+    exec(compile(source.read_bytes(), str(source), "exec", dont_inherit=True), module.__dict__)
     return module
 
 
