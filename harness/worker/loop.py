@@ -148,7 +148,8 @@ def _load(path: str):
     try:
         module = load_module(path)
     except SyntaxError as exc:
-        raise _LoadError("syntax error", f"syntax error at line {exc.lineno}: {exc.msg}") from None
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        raise _LoadError("syntax error", f"syntax error{where}: {exc.msg}") from None
     except ImportError as exc:
         name = getattr(exc, "name", None)
         hint = ""
