@@ -17,6 +17,7 @@ STARTED = time.perf_counter()  # the run's wall time counts everything after thi
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import dataclasses  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional  # noqa: E402
@@ -42,6 +43,30 @@ def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
 def parallel(args: argparse.Namespace) -> bool:
     """Whether the flags ask for evaluators in other processes (--gpus, --workers, --backend ray)."""
     return args.backend == "ray" or args.gpus is not None or args.workers is not None or args.address is not None
+
+
+@contextlib.contextmanager
+def _run_row(store: Store, start: Callable[[], int], finish: Callable[[int], None], unstored: list[str]):
+    """A run's row in the database around the work of a run (`with ... as run_id`): `start()` makes
+    it (a database that refuses: one line, nothing run); the row is marked interrupted or failed if
+    the work raises; `finish(run_id)` marks it complete after, and a database that refuses that is
+    listed in `unstored` (the run's results are all printed and exported regardless)."""
+    from harness.store import StoreError
+
+    try:
+        run_id = start()
+    except StoreError as exc:
+        raise UsageError(f"{exc} (nothing was run)") from None
+    try:
+        yield run_id
+    except BaseException as exc:
+        with contextlib.suppress(StoreError):  # (the database may be what failed)
+            store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+    try:
+        finish(run_id)
+    except StoreError as exc:
+        unstored.append(f"run {run_id} not marked complete ({exc})")
 
 
 def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: list[Path], device: DeviceInfo,
@@ -84,25 +109,12 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
     pool = _pool_plan(args, device) if parallel(args) else None
-    from harness.store import StoreError
-
-    try:
-        run_id = store.start_run(args.mode, problem.spec.name, device, versions(), "graph" if ctx.graph else "events",
-                                 sandboxed=sandboxed)
-    except StoreError as exc:
-        raise UsageError(f"{exc} (nothing was run)") from None
-    began = time.perf_counter()  # the evaluations (startup: everything before)
     unstored: list[str] = []
-    try:
+    start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
+                              "graph" if ctx.graph else "events", sandboxed=sandboxed)
+    with _run_row(store, start, functools.partial(store.finish_run, secret=ctx.secret), unstored) as run_id:
+        began = time.perf_counter()  # the evaluations (startup: everything before)
         results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early, unstored)
-    except BaseException as exc:
-        with contextlib.suppress(StoreError):  # (the database may be what failed)
-            store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
-        raise
-    try:
-        store.finish_run(run_id, ctx.secret)
-    except StoreError as exc:
-        unstored.append(f"run {run_id} not marked complete ({exc})")
     code = _finish(args, ctx, results, run_id, sandboxed, began)
     if unstored:  # after the tables and exports, which hold every result
         report.error(f"the results database failed: {'; '.join(unstored)[:600]}; the results above and in any "
@@ -135,13 +147,14 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
         raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
     from harness.store import StoreError
 
-    try:
-        run_id = store.start_run("compile", problem.spec.name, detect("cpu"), versions(), "-",
-                                 sandboxed=use_sandbox(args.sandbox))
-    except StoreError as exc:
-        raise UsageError(f"{exc} (nothing was run)") from None
+    def finish(run_id: int) -> None:
+        store.finish_run(run_id)
+        report.err_console.print(f"results stored in {args.db} (run {run_id})")
+
+    start = functools.partial(store.start_run, "compile", problem.spec.name, detect("cpu"), versions(), "-",
+                              sandboxed=use_sandbox(args.sandbox))
     everything, ok, unstored = {}, True, []
-    try:
+    with _run_row(store, start, finish, unstored) as run_id:
         for path in submissions:
             try:
                 rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
@@ -164,15 +177,6 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
             except StoreError as exc:
                 unstored.append(path.name)
                 report.error(f"{path.name}: report not stored: {exc}")
-    except BaseException as exc:
-        with contextlib.suppress(StoreError):
-            store.end_run(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
-        raise
-    try:
-        store.finish_run(run_id)
-        report.err_console.print(f"results stored in {args.db} (run {run_id})")
-    except StoreError as exc:
-        unstored.append(f"run {run_id} not marked complete ({exc})")
     if args.json:
         Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
                                               indent=2, default=str))
