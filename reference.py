@@ -64,8 +64,8 @@ def check_case(batchsize: int, qseqlen: int, kvseqlen: int, seed: int, kvseqlens
 
     whole("batchsize", batchsize, 1)
     whole("qseqlen", qseqlen, 1)
+    whole("kvseqlen", kvseqlen, 1)  # (with kvseqlens: the longest, shown in the case's name)
     if kvseqlens is None:
-        whole("kvseqlen", kvseqlen, 1)
         lengths = [kvseqlen] * batchsize
     else:
         lengths = list(kvseqlens)

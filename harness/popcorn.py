@@ -45,11 +45,18 @@ def parse_value(text: str) -> Any:
     raise ValueError(text)
 
 
+TESTFILE_MAX_BYTES = 1 << 20  # GPU MODE's test files are a few lines
+
+
 def parse_testfile(path: str | Path) -> list[dict[str, Any]]:
+    from harness.scan import SourceError, read_source
+
     try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as exc:
-        raise BadTestFile(f"{path}: cannot read the test file ({exc.strerror})") from None
+        lines = read_source(Path(path), TESTFILE_MAX_BYTES, "a test file").decode().splitlines()
+    except SourceError as exc:
+        raise BadTestFile(f"{path}: the test file {exc}") from None
+    except UnicodeDecodeError:
+        raise BadTestFile(f"{path}: the test file is not UTF-8 text") from None
     cases = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

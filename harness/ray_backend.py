@@ -21,6 +21,7 @@ from harness.config import RunConfig
 from harness.pool import failed
 from harness.channel import one_line
 from harness.launch import log_path
+from harness.scan import SourceError, read_source
 
 HARNESS_DIR = Path(__file__).resolve().parent
 
@@ -69,10 +70,15 @@ def evaluate_ray(paths: Sequence[Path], config: RunConfig, address: Optional[str
     gpu = config.device != "cpu"
     remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)(_job)
     refs = {}
-    for index, path in enumerate(paths):
-        files = {**task_files, f"submission/{path.name}": path.read_bytes()}
-        refs[remote.remote(config, files, path.name)] = (index, path)
     results: list = [None] * len(paths)
+    for index, path in enumerate(paths):
+        try:
+            source = read_source(path)
+        except SourceError as exc:  # (checked before the run: the file as it is now)
+            results[index] = failed(path, f"submission file {exc}")
+            on_result(index, results[index])
+            continue
+        refs[remote.remote(config, {**task_files, f"submission/{path.name}": source}, path.name)] = (index, path)
     try:
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)

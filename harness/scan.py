@@ -35,19 +35,20 @@ class ScanResult:
         return f"{self.classification}: {', '.join(names)}"
 
 
-MAX_SOURCE_BYTES = 1 << 20  # a submission's source; the largest bundled file is ~30 KB
+MAX_SOURCE_BYTES = 512 * 1024  # a submission's source; the largest bundled file is ~30 KB
 
 
 class SourceError(Exception):
     """A submission path the parent will not read: not a regular file, or too large."""
 
 
-def read_source(path: Path) -> bytes:
+def read_source(path: Path, limit: int = MAX_SOURCE_BYTES, what: str = "a submission") -> bytes:
     """A submission's bytes, as the parent reads them (to check, hash and parse them), read only
-    from a regular file of at most MAX_SOURCE_BYTES: the submitter chooses the file, and a named
-    pipe would block the parent for good, a link to a device (/dev/zero) would fill its memory, and
-    the parser's memory grows with the source (~0.5 GB per MB of literals). Raises SourceError
-    with the reason."""
+    from a regular file of at most `limit` bytes: the submitter chooses the file, and a named pipe
+    would block the parent for good, a link to a device (/dev/zero) would fill its memory, and the
+    parser's memory grows with the source (up to ~1 GB per MB: one name per line). Also for the
+    other files a run reads that someone else may hand over (a popcorn TESTFILE). Raises
+    SourceError with the reason."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as e:
@@ -56,12 +57,12 @@ def read_source(path: Path) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SourceError("is not a regular file (a pipe, device or socket)")
-        if info.st_size > MAX_SOURCE_BYTES:
-            raise SourceError(f"is {info.st_size:,} bytes, over the {MAX_SOURCE_BYTES:,} a submission may have")
+        if info.st_size > limit:
+            raise SourceError(f"is {info.st_size:,} bytes, over the {limit:,} {what} may have")
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_SOURCE_BYTES + 1)
-        if len(data) > MAX_SOURCE_BYTES:
-            raise SourceError(f"grew past the {MAX_SOURCE_BYTES:,} bytes a submission may have")
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise SourceError(f"grew past the {limit:,} bytes {what} may have")
         return data
     finally:
         os.close(fd)
@@ -99,11 +100,16 @@ def declared_variant(path: Path, variants: list[str]) -> str:
 # and files larger than SCAN_MAX_BYTES are not handed to it at all.
 SCAN_SECONDS = 10.0
 SCAN_MAX_BYTES = 256 * 1024
-_CHILD = """import json, sys
+_CHILD = """import importlib.util, json, sys
 sys.path.insert(0, sys.argv[1])
 import kernelguard
-with open(sys.argv[2], errors="replace") as f:
-    found = kernelguard.analyze_code(f.read(), compute_structural_hash=False)
+with open(sys.argv[2], "rb") as f:
+    data = f.read()
+try:  # the text Python runs: its coding line honoured (utf-7 turns a comment's +AAo- into a new line)
+    text = importlib.util.decode_source(data)
+except Exception:
+    text = data.decode("utf-8", errors="replace")
+found = kernelguard.analyze_code(text, compute_structural_hash=False)
 print(json.dumps({"classification": str(found.get("classification", "unknown")),
                   "matched": [[str(m.get(k, "?")) for k in ("pattern", "severity", "evidence")]
                               for m in found.get("matched_patterns", [])]}))

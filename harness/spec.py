@@ -165,6 +165,9 @@ def _check_values(spec: TaskSpec, label: str) -> None:
         raise SpecError(f"{label}: timing.target_rel_ci: must be between 0 and 1, got {timing.target_rel_ci}")
 
 
+HARNESS_ARGS = ("device",)  # what the harness itself passes to generate_input (harness/problem.py)
+
+
 def check_case(case: dict[str, Any], where: str, generate_input: Callable[..., Any] | None) -> None:
     for key, value in case.items():
         ok = isinstance(value, (int, float, str, bool)) or (
@@ -180,6 +183,8 @@ def check_case(case: dict[str, Any], where: str, generate_input: Callable[..., A
     for key in case:
         if key not in params and not accepts_any:
             raise SpecError(f"{where}.{key}: unknown key (generate_input takes {', '.join(params)})")
+        if key in HARNESS_ARGS:
+            raise SpecError(f"{where}.{key}: set by the harness, not by a case")
     for name, p in params.items():
         if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in case:
             raise SpecError(f"{where}.{name}: missing (generate_input requires it)")

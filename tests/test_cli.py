@@ -356,6 +356,7 @@ def test_one_custom_shape_and_a_short_timeout(tmp_path, capsys):
     (["--shape", "batchsize=2,qseqlen=1,kvseqlen=4", "--shape", "batchsize=2,qseqlen=1,kvseqlen=-4"],
      "--shape 'batchsize=2,qseqlen=1,kvseqlen=-4': kvseqlen must be"),
     (["--seed", str(2**63)], "--seed 9223372036854775808: expected a whole number from -2**63"),
+    (["--shape", "batchsize=1,qseqlen=1,kvseqlen=4,device=meta"], "device: set by the harness, not by a case"),
     (["--budget", "nan"], "--budget must be a positive, finite number of seconds"),
     (["--budget", "inf"], "--budget must be a positive, finite number of seconds"),
 ])
@@ -429,7 +430,7 @@ def test_a_submission_the_parent_will_not_read_is_one_line_before_anything_runs(
     (tmp_path / "real.py").write_text((ZOO / "zeros.py").read_text())
     (tmp_path / "link.py").symlink_to(tmp_path / "real.py")
     for name, message in (("pipe.py", "is not a regular file"), ("zero.py", "is a symbolic link"),
-                          ("big.py", "is 1,048,582 bytes, over the 1,048,576 a submission may have"), ("folder.py", "is a folder"),
+                          ("big.py", "is 1,048,582 bytes, over the 524,288 a submission may have"), ("folder.py", "is a folder"),
                           ("link.py", "is a symbolic link")):
         assert cli(tmp_path, "--mode", "test", "--submission", str(ZOO / "zeros.py"),
                    "--submission", str(tmp_path / name)) == 2, name

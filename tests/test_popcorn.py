@@ -95,6 +95,17 @@ def test_bad_testfile_is_exit_113(tmp_path):
     assert code == 113 and "seed must be a whole number from 0 to 2**63 - 1" in output
 
 
+def test_a_test_file_that_is_a_pipe_is_exit_113(tmp_path):
+    """Red-team pass 14: the parent read the TESTFILE whole, as the submission before it: a named
+    pipe blocked it for good, /dev/zero filled its memory."""
+    fifo = tmp_path / "cases.txt"
+    os.mkfifo(fifo)
+    env = {**os.environ, "POPCORN_FD": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "test", str(fifo)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 113 and "the test file is not a regular file" in proc.stdout + proc.stderr
+
+
 def test_no_pipe_is_exit_111(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("POPCORN")}
     proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "test", "tests.txt"], cwd=tmp_path, env=env,

@@ -46,3 +46,15 @@ def test_the_child_imports_the_parents_kernelguard_wherever_it_is_installed(tmp_
         fake.__file__ = str(file)
         monkeypatch.setattr(scan, "kernelguard", fake)
         assert scan.scan(ROOT / "submissions" / "triton_bf16.py").classification == f"from-{kind}"
+
+
+def test_the_scanner_reads_the_text_python_runs(tmp_path):
+    """Red-team pass 14: with `# coding: utf-7`, `+AAo-` in a comment is a line break to Python, so
+    code the scanner read as a comment ran. The child decodes the file as Python does."""
+    line = "import sys; sys.modules['torch'].allclose = lambda *a, **k: True"
+    plain = tmp_path / "plain.py"
+    plain.write_text(f"{line}\n")
+    hidden = tmp_path / "hidden.py"
+    hidden.write_bytes(b"# -*- coding: utf-7 -*-\n# note +AAo-" + line.replace("_", "+AF8-").encode() + b"\n")
+    assert scan.read_source(hidden).decode("utf-7").count(line) == 1  # (what Python compiles)
+    assert scan.scan(hidden).flags == scan.scan(plain).flags != ()
