@@ -39,7 +39,7 @@ MAX_SOURCE_BYTES = 512 * 1024  # a submission's source; the largest bundled file
 
 
 class SourceError(Exception):
-    """A submission path the parent will not read: not a regular file, or too large."""
+    """A file the parent will not read (a submission, a popcorn TESTFILE): not a regular file, or too large."""
 
 
 def read_source(path: Path, limit: int = MAX_SOURCE_BYTES, what: str = "a submission") -> bytes:
