@@ -72,7 +72,8 @@ def check_case(batchsize: int, qseqlen: int, kvseqlen: int, seed: int, kvseqlens
         for length in lengths:
             whole("each of kvseqlens", length, 0)
         if len(lengths) != batchsize or sum(lengths) == 0:
-            raise ValueError(f"kvseqlens must list {batchsize} lengths (batchsize), not all 0, got {len(lengths)}")
+            raise ValueError(f"kvseqlens must list {batchsize} lengths (batchsize), not all 0, got {len(lengths)} "
+                             f"adding up to {sum(lengths)}")
     if type(seed) is not int or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
     if batchsize * qseqlen > MAX_QUERY_ROWS:
