@@ -115,7 +115,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         return SubmissionResult(str(path), "", ok=False, error=f"submission file {e}")
     result = SubmissionResult(str(path), hashlib.sha256(source).hexdigest(),
                               log=str(log_path(ctx.log_dir, path)),
-                              variant=declared_variant(path, ctx.problem.spec.kv_formats))
+                              variant=declared_variant(path, ctx.problem.spec.kv_formats, source))
     clock = PhaseClock(result.phases)
     steps = plan(ctx.problem.spec, mode, ctx.small)
     box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), ctx.problem.spec.timeouts.startup,

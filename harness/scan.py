@@ -68,16 +68,16 @@ def read_source(path: Path, limit: int = MAX_SOURCE_BYTES, what: str = "a submis
         os.close(fd)
 
 
-def declared_variant(path: Path, variants: list[str]) -> str:
+def declared_variant(path: Path, variants: list[str], source: Optional[bytes] = None) -> str:
     """Which input variant (for this task: the KV format) a submission reads, from its source,
     without running it: a top-level `KV_FORMAT = "fp8"` (or `"mxfp4+fp8"` for a file that reads
     two) if present, else the variants named in subscripts such as `kv_data["fp8"]` when one or
     two are (two joined by "+", in the task's order), else the first variant (the widest); "" for
-    a task without variants."""
+    a task without variants. `source`: the file's bytes, if the caller read them already."""
     if not variants:
         return ""
     try:  # the bytes, as Python reads a source file (its coding line, a byte-order mark)
-        tree = ast.parse(read_source(path))
+        tree = ast.parse(read_source(path) if source is None else source)
     except (SourceError, SyntaxError, ValueError, RecursionError, MemoryError):  # (too deep: RecursionError)
         return variants[0]
     declared = None
