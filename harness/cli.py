@@ -377,22 +377,20 @@ def resolve_submissions(paths: Sequence[str]) -> list[Path]:
         path = Path(_showable(Path(raw)))
         if not path.exists():
             raise UsageError(f"{raw}: submission file not found")
-        if path.is_dir() and not path.is_symlink():
-            raise UsageError(f"{raw}: is a folder; pass a .py file")
-        if path.suffix != ".py":
-            raise UsageError(f"{raw}: not a Python file (expected a .py submission)")
         out.append(_checked_file(raw, path))
     return out
 
 
 def _checked_file(raw: str, path: Path) -> Path:
-    """`path` resolved, if it is a submission the parent will read: a regular file of at most
+    """`path` resolved, if it is a submission the parent will read: a .py regular file of at most
     scan.MAX_SOURCE_BYTES (harness/scan.py, read_source), not a link (the sandbox hides the other
     files of a submission's own folder, and a link's file lives in another one)."""
     if path.is_symlink():
         raise UsageError(f"{raw}: is a symbolic link; pass the file it points to")
     if path.is_dir():
         raise UsageError(f"{raw}: is a folder; pass a .py file")
+    if path.suffix != ".py":
+        raise UsageError(f"{raw}: not a Python file (expected a .py submission)")
     try:
         read_source(path)
     except SourceError as e:
