@@ -151,8 +151,40 @@ def test_flush_ops_are_valid_torch_calls():
     timer._words = timer.buffer.view(torch.float32)
     timer._sink = torch.full((), 5.0)
     timer._sync, timer._host_estimate, timer.flush_s, timer.flush = (lambda: None), 1e-4, 1e-5, "write+read"
+    buffer_at_reset = []   # the persisting-L2 reset runs first, before the flush's writes
+    timer._reset_l2 = lambda: buffer_at_reset.append(int(timer.buffer.sum()))
     timer.prepare()
+    assert buffer_at_reset == [1 << 16]
     assert int(timer.buffer.sum()) == 0 and float(timer._sink) == 0.0  # written, then read back
+
+
+def test_persisting_l2_reset_is_found_only_on_nvidia(monkeypatch):
+    """The timer's reset is the driver's cuCtxResetPersistingL2Cache on CUDA builds, none elsewhere."""
+    import ctypes
+
+    import torch
+
+    from harness.worker import timer
+
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert timer.persisting_l2_reset() is None   # this CPU build, and ROCm builds
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.version, "hip", "7.0")
+    assert timer.persisting_l2_reset() is None
+    monkeypatch.setattr(torch.version, "hip", None)
+
+    class Driver:
+        cuCtxResetPersistingL2Cache = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver() if name == "libcuda.so.1" else None)
+    reset = timer.persisting_l2_reset()
+    assert reset is Driver.cuCtxResetPersistingL2Cache and reset() == 0
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    assert timer.persisting_l2_reset() is None
 
 
 class _ScriptedCalls:

@@ -26,14 +26,19 @@ fi
 if [[ $STEPS == *ncubwrap* ]]; then
   run ncubwrap python3 tools/ncu_sandbox_probe.py
 fi
-if [[ $STEPS == *zoo* ]]; then  # each zoo_gpu file must be rejected, the two honest controls must pass (their docstrings)
+if [[ $STEPS == *l2persist* ]]; then  # the timer's persisting-L2 reset, with and without it
+  run l2_persist python3 tools/l2_persist_check.py
+fi
+if [[ $STEPS == *zoo* ]]; then  # each zoo_gpu file gets what its docstring says; the honest controls pass
   run zoo_gpu python3 eval.py --mode leaderboard --budget 0.3 --no-progress --db $DB --logs $LOGS --sandbox require \
+    --json "$OUT/zoo.json" \
     --submission tests/zoo_gpu/forges_timer.py --submission tests/zoo_gpu/forges_reply.py \
     --submission tests/zoo_gpu/works_after_timer.py --submission tests/zoo_gpu/side_stream.py \
     --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py \
     --submission tests/zoo_gpu/kills_profiler.py --submission tests/zoo_gpu/writes_report.py \
     --submission tests/zoo_gpu/labels_as_warmup.py --submission tests/zoo_gpu/persists_in_l2.py \
-    --submission tests/zoo/prints_results.py --submission tests/zoo/probes_env.py
+    --submission tests/zoo/prints_results.py --submission tests/zoo/probes_env.py \
+    --submission submissions/triton_bf16.py
 fi
 if [[ $STEPS == *bundled* ]]; then  # every bundled submission, audited: none may be rejected
   run bundled python3 eval.py --mode leaderboard --budget ${BUDGET:-1} --no-progress --db $DB --logs $LOGS \

@@ -8,6 +8,7 @@ harness/audit.py).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import time
 from typing import Any, Callable
@@ -29,6 +30,11 @@ class CallTimer:
     * then one read of the whole buffer, so L2 ends up holding clean lines: the call's first
       reads do not pay for writing back the flush's dirty lines (`flush="write"` skips this step;
       tools/timing_experiments.py compares the two).
+
+    On NVIDIA the flush starts by returning every persisting L2 line to normal (the driver's
+    cuCtxResetPersistingL2Cache): lines a submission marked persisting (an access-policy window)
+    would otherwise survive the flush's ordinary writes and make the next call's reads warm
+    (tests/zoo_gpu/persists_in_l2.py; tools/l2_persist_check.py measures both).
 
     Host time (CPU wall from call to return) is reported beside the device time.
     """
@@ -55,6 +61,7 @@ class CallTimer:
         self.buffer = torch.zeros(size, dtype=torch.uint8, device="cuda")
         self._words = self.buffer.view(torch.float32)  # zeros: the read pass sums them
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
+        self._reset_l2 = persisting_l2_reset()
         self.flush_s = self._measure(self.buffer.zero_)
 
     def _read_pass(self) -> None:
@@ -77,6 +84,8 @@ class CallTimer:
     def prepare(self) -> None:
         """Evict L2 and queue enough busy work to hide the coming call's launches."""
         self._sync()
+        if self._reset_l2 is not None:
+            self._reset_l2()
         writes = min(self.MAX_BUSY_WRITES, 1 + math.ceil(1.2 * self._host_estimate / self.flush_s))
         for _ in range(writes):  # the first evicts L2; the rest keep the GPU busy while we launch
             self.buffer.zero_()
@@ -104,6 +113,19 @@ class CallTimer:
         self._host_estimate = host if self._host_estimate == 0 else 0.5 * (self._host_estimate + host)
         return out, {"device_s": self._elapsed(begin, end) / 1e3, "host_s": host, "tail_s": tail,
                      "replaced": list(self.replaced())}
+
+
+def persisting_l2_reset() -> Callable[[], Any] | None:
+    """The driver call that returns every persisting L2 line of the current context to normal, or
+    None where there is none (not NVIDIA, or a driver without it)."""
+    if torch.version.hip is not None or torch.version.cuda is None:
+        return None
+    try:
+        reset = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
+    except (OSError, AttributeError):
+        return None
+    reset.restype, reset.argtypes = ctypes.c_int, []
+    return reset
 
 
 def capture_graph(fn: Callable[[Any], Any], data: Any) -> Callable[[Any], Any]:
