@@ -1,11 +1,14 @@
 """Tries: keep the KV cache in L2 from one call to the next, past the timer's flush. The answers are
 honest (the bundled triton_bf16 kernel, loaded from submissions/), but its kernels run on a stream
 whose access-policy window marks the cache's lines persisting, with the device's persisting carve-out
-set to its maximum: the flush's ordinary writes cannot evict persisting lines, and the parent refills
-the next call's inputs in place, at the same addresses (GPU only; NVIDIA sm_80 and later).
-Must get: rejected, on the cases whose cache fits the carve-out, by the leaderboard's audit: "timed
-median ... is below the profiler's ... µs of GPU work per call" (Nsight Compute's cache control
-flushes all of L2 before each kernel). Its log says what the driver granted."""
+set to its maximum, hoping the flush's ordinary writes cannot evict persisting lines while the
+parent refills the next call's inputs in place, at the same addresses (GPU only; NVIDIA sm_80 and
+later).
+Must get: without effect. It passes (its answers are right), and no case's timed median is below the
+bundled bf16 kernel's in the same run or in the seeds of the same session: the timer returns every
+persisting line to normal before its flush (harness/worker/timer.py), and the flush writes twice the
+L2 size; the audit's profiler flushes all of L2 before each kernel. tools/l2_persist_check.py times it
+against the honest kernel with and without the timer's reset. Its log says what the driver granted."""
 import ctypes
 import importlib.util
 from pathlib import Path
