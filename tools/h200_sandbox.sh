@@ -37,6 +37,7 @@ if [[ $STEPS == *zoo* ]]; then  # each zoo_gpu file gets what its docstring says
     --submission tests/zoo_gpu/patches_events.py --submission tests/zoo_gpu/replaces_event_class.py \
     --submission tests/zoo_gpu/kills_profiler.py --submission tests/zoo_gpu/writes_report.py \
     --submission tests/zoo_gpu/labels_as_warmup.py --submission tests/zoo_gpu/persists_in_l2.py \
+    --submission tests/zoo_gpu/skips_flush.py \
     --submission tests/zoo/prints_results.py --submission tests/zoo/probes_env.py \
     --submission submissions/triton_bf16.py
 fi
