@@ -81,7 +81,9 @@ WARPS_PER_SM = 8             # warps resident on one SM at ~255 registers per th
                              # split-K fills SMs x (WARPS_PER_SM // num_warps) program slots once
 MIN_TILES_PER_SPLIT = 1      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
-PARTIAL_LIMIT = 4.0          # split-K partials (fp32, written + read) may add at most this many
+PARTIAL_DTYPE = "float32"    # split-K partial outputs: "float32", or "float16" (half their bytes; the
+                             # log-sum-exps stay fp32); only float32 is measured on a GPU so far
+PARTIAL_LIMIT = 4.0          # split-K partials (written + read) may add at most this many
                              # bytes per cache byte read; caps splits when q_seq_len > 1
 KV_ROW_BYTES = 1152          # one cache row: 576 bf16 values
 COMBINE_BLOCK_ELEMS = 8192   # splits x value-dims handled by one combine program
@@ -237,7 +239,8 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     # Split-K: enough programs to fill every slot in one wave (a second, partial wave would
     # nearly double the time), but each chunk keeps a few tiles of work.
     splits = slots // programs
-    partial_bytes = 2 * avg_q * NUM_HEADS * (D_NOPE + 1) * 4     # per split and sequence
+    part_dtype = getattr(torch, PARTIAL_DTYPE)
+    partial_bytes = 2 * avg_q * NUM_HEADS * (D_NOPE * part_dtype.itemsize + 4)   # per split and sequence
     splits = min(splits, int(avg_kv // (block_n * MIN_TILES_PER_SPLIT)), MAX_SPLITS,
                  int(PARTIAL_LIMIT * avg_kv * KV_ROW_BYTES / partial_bytes))
     splits = max(1, splits)
@@ -256,7 +259,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
         splits_pow2 = triton.next_power_of_2(splits)
         block_dv = max(16, min(D_NOPE, COMBINE_BLOCK_ELEMS // splits_pow2))
         plan.update(
-            part_out=torch.empty(total_q * NUM_HEADS * splits, D_NOPE, dtype=torch.float32, device=device),
+            part_out=torch.empty(total_q * NUM_HEADS * splits, D_NOPE, dtype=part_dtype, device=device),
             part_lse=torch.empty(total_q * NUM_HEADS * splits, dtype=torch.float32, device=device),
             splits_pow2=splits_pow2, block_dv=block_dv,
             combine_grid=(total_q * NUM_HEADS, D_NOPE // block_dv),

@@ -100,13 +100,16 @@ root, name = sys.argv[1], sys.argv[2]
 module = load_module(root + "/submissions/" + name, "split_" + name[:-3])
 module.MIN_TILES_PER_SPLIT, module.CPU_PROGRAM_SLOTS, module.PARTIAL_LIMIT = 1, 64, 1e9
 problem = load_problem(root + "/task.yml")
-for args, seed in (({"batchsize": 3, "qseqlen": 1, "kvseqlen": 200, "kvseqlens": [200, 33, 129]}, 5),
-                   ({"batchsize": 2, "qseqlen": 2, "kvseqlen": 96}, 6)):
+for dtype, (args, seed) in (("float32", ({"batchsize": 3, "qseqlen": 1, "kvseqlen": 200, "kvseqlens": [200, 33, 129]}, 5)),
+                            ("float32", ({"batchsize": 2, "qseqlen": 2, "kvseqlen": 96}, 6)),
+                            ("float16", ({"batchsize": 3, "qseqlen": 1, "kvseqlen": 200, "kvseqlens": [200, 33, 129]}, 7))):
+    module.PARTIAL_DTYPE = dtype
+    module._PLANS.clear()
     data = problem.generate(args, seed, torch.device("cpu"))
     plan = module._make_plan(args["batchsize"], data[0].shape[0], int(data[3][-1]), torch.device("cpu"))
     ok, why = problem.check(module.custom_kernel(data), problem.expected(data))
-    print(args, "splits", plan["splits"], "ok" if ok else "WRONG: " + why)
-    assert plan["splits"] >= 3 and ok
+    print(args, dtype, "splits", plan["splits"], "ok" if ok else "WRONG: " + why)
+    assert plan["splits"] >= 3 and plan["part_out"].dtype == getattr(torch, dtype) and ok
 """
 
 
@@ -115,10 +118,11 @@ def test_split_kv_partials_and_their_merge_match_the_reference(name):
     """The small CPU cases mostly fit in one split (fp8 and mxfp4: in all of them), so here every
     Triton file is made to cut each sequence's KV range into several chunks (some empty, in a
     ragged batch; two query rows per sequence in the second case), and its partial results and
-    their merge by the second kernel are checked against the reference in Triton's interpreter."""
+    their merge by the second kernel are checked against the reference in Triton's interpreter; the
+    first case again with fp16 partial outputs (the PARTIAL_DTYPE knob)."""
     run = _run_interpreted(["-c", _SPLIT_KV_CHECK, str(ROOT), name], timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert run.stdout.count(" ok") == 2, run.stdout
+    assert run.stdout.count(" ok") == 3, run.stdout
 
 
 def test_every_e4m3_value_is_exact_in_fp16():
