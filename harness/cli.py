@@ -208,7 +208,9 @@ def _run(args: argparse.Namespace, early=None) -> int:
     if args.history:
         if args.mode != "leaderboard":
             raise UsageError("--history goes with --mode leaderboard")
-        report.console.print(report.history_table(store.best_per_submission()))
+        problem = _load_problem(args)   # the task and check policy whose results it lists
+        report.console.print(report.history_table(store.best_per_submission(task=problem.spec.name,
+                                                                            check=problem.check_policy)))
         return 0
 
     problem = _load_problem(args)

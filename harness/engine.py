@@ -2,8 +2,8 @@
 
 For every call the parent makes the inputs, computes the expected outputs, and judges what the
 worker hands back; the worker only ever sees inputs. Timed calls get inputs from fresh secret
-seeds (refilled in place, so the worker keeps its shared-memory mapping), and every timed output
-is checked.
+seeds (refilled in place, so the worker keeps its shared-memory mapping; on the CPU the refill is
+part of the call's time, after the parent's clock started), and every timed output is checked.
 """
 
 from __future__ import annotations
@@ -244,7 +244,8 @@ def plan(spec: Any, mode: str, small: bool) -> list[tuple[Case, str]]:
 
 
 class _Inputs:
-    """The case's input buffers, shared with the worker once and refilled in place per call."""
+    """The case's input buffers, shared with the worker once and refilled in place per timed call (on
+    the CPU inside the call's time: harness/sandbox.py, `Sandbox.call`)."""
 
     def __init__(self, ctx: RunContext, case: Case, clock: PhaseClock):
         self.ctx, self.case, self.clock = ctx, case, clock
@@ -252,6 +253,7 @@ class _Inputs:
         self._expect(self.pristine)
         self.floor_s = ctx.floor_s(self.pristine)
         self.layout = ctx.problem.layout(self.pristine)
+        self.fresh: Any = None  # the CPU's next inputs, copied in by the next call
 
     def share(self, box: Sandbox) -> None:
         """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
@@ -266,18 +268,29 @@ class _Inputs:
         self.clock.timed("reference", synchronize, self.ctx.device)
 
     def refill(self, seed: int) -> None:
-        """New inputs in place. Their expected output is computed after the call, so the worker has
-        no idle moment with the new inputs before the call starts (nothing to precompute in)."""
+        """New inputs: on a GPU copied in place now, on the CPU by the next call once its clock runs. Their
+        expected output is computed after the call, so the worker has no idle moment with the new
+        inputs before the call starts (nothing to precompute in)."""
         fresh = self._generate(seed)
-        for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
-            dst.copy_(src)
-        synchronize(self.ctx.device)
+        if self.ctx.device.is_gpu:
+            for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
+                dst.copy_(src)
+            synchronize(self.ctx.device)
+        else:
+            self.fresh = fresh
         self.pristine, self.expected = fresh, None
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
+        fresh, self.fresh = self.fresh, None
+
+        def copy_in() -> None:
+            for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
+                dst.copy_(src)
+
         output, timing = self.clock.timed("calls", self.box.call, timed=timed,
-                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark)
+                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark,
+                                          refill=copy_in if fresh is not None else None)
         if timed:
             self.clock.add("timed device", timing.device_s)
         if self.expected is None:

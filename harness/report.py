@@ -416,13 +416,17 @@ def _case_label(c: CaseResult, label: Callable[[dict], str]) -> str:
 
 
 def history_table(rows: Sequence[Any]) -> Table:
-    table = Table(title="Passing results per submission, device and timing method (complete runs; a best far "
-                        "below the median is one lucky run)", title_justify="left")
-    for col in ("submission", "best geomean µs", "median of runs µs", "runs", "timing", "last run", "device"):
+    table = Table(title="Passing leaderboard results per submission version, task and check, device and timing "
+                        "method (complete runs of the task's own cases; a best far below the median is one lucky "
+                        "run)", title_justify="left")
+    for col in ("submission", "version", "best geomean µs", "median of runs µs", "runs", "task · check", "timing",
+                "sandbox", "last run", "device"):
         table.add_column(col, justify="right" if "µs" in col or col == "runs" else "left")
     for row in rows:
-        table.add_row(escape(row["name"]), _us(row["best_us"]), _us(row["median_us"]), str(row["runs"]),
-                      "CUDA graphs" if row["timing"] == "graph" else row["timing"], row["last_run"], row["device"])
+        task = f"{row['task']} · {row['check'] or '-'}" + (" · small shapes" if row["cases"] == "small" else "")
+        table.add_row(escape(row["name"]), row["version"], _us(row["best_us"]), _us(row["median_us"]),
+                      str(row["runs"]), escape(task), "CUDA graphs" if row["timing"] == "graph" else row["timing"],
+                      {1: "yes", 0: "[red]NO[/]"}.get(row["sandboxed"], "-"), row["last_run"], row["device"])
     return table
 
 

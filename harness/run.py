@@ -111,7 +111,9 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     pool = _pool_plan(args, device) if parallel(args) else None
     unstored: list[str] = []
     start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
-                              "graph" if ctx.graph else "events", sandboxed=sandboxed)
+                              "graph" if ctx.graph else "events", sandboxed=sandboxed,
+                              check_policy=problem.check_policy,
+                              cases="custom" if args.shape else "small" if ctx.small else "task")
     with _run_row(store, start, functools.partial(store.finish_run, secret=ctx.secret), unstored) as run_id:
         began = time.perf_counter()  # the evaluations (startup: everything before)
         results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early, unstored)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -110,14 +110,22 @@ class Sandbox:
                 b.close_fd()
         return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
-    def call(self, timed: bool, timeout: float, mark: Optional[str] = None) -> tuple[Any, CallTiming]:
+    def call(self, timed: bool, timeout: float, mark: Optional[str] = None,
+             refill: Optional[Callable[[], None]] = None) -> tuple[Any, CallTiming]:
         """One call of custom_kernel on the inputs last shared. Returns the parent's own copy of the
         output (or, when the output did not fit the slot, a description of what was returned) and
-        the worker's raw timing of the call."""
+        the worker's raw timing of the call.
+
+        `refill` (the CPU's timed calls: it copies new inputs into the shared ones) runs after the
+        parent's clock started: a worker thread watching its inputs could otherwise compute the
+        answer while the parent refilled them, before the clock (on the CPU the parent's clock is
+        the time; on a GPU the profiler's audit counts such work)."""
         self._slot.fill_(0)  # a stale slot must not pass for this call's answer
         if self.device.is_gpu:
             torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
         start = time.perf_counter()
+        if refill is not None:
+            refill()
         self._send({"op": "call", "timed": bool(timed), "mark": mark})
         reply = self._answer(timeout, "a call of custom_kernel", "output")
         round_trip = time.perf_counter() - start

@@ -93,6 +93,8 @@ ADDED_COLUMNS = [
     ("submissions", "audit", "TEXT NOT NULL DEFAULT ''"),  # the profiler's audit of its timings
     ("cases", "audit_us", "REAL"),  # the profiler's GPU time per call
     ("compile_reports", "ok", "INTEGER NOT NULL DEFAULT 0"),
+    ("runs", "check_policy", "TEXT"),  # the check policy the run judged with (strict, competition)
+    ("runs", "cases", "TEXT"),  # task: the task's own cases; small: its CPU shapes; custom: --shape
 ]
 
 
@@ -143,13 +145,13 @@ class Store:
 
     @_writes
     def start_run(self, mode: str, task: str, device: Any, versions: dict[str, str], timing: str = "events",
-                  sandboxed: bool = False) -> int:
+                  sandboxed: bool = False, check_policy: str = "", cases: str = "") -> int:
         with self.db:
             cur = self.db.execute(
                 "INSERT INTO runs (started, status, mode, task, git_commit, device, vendor, arch, versions, timing,"
-                " sandboxed, pid) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " sandboxed, pid, check_policy, cases) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (_now(), mode, task, git_commit(), device.name, device.vendor, device.arch, json.dumps(versions),
-                 timing, int(sandboxed), os.getpid()))
+                 timing, int(sandboxed), os.getpid(), check_policy, cases))
         return int(cur.lastrowid)
 
     @_writes
@@ -219,29 +221,41 @@ class Store:
             self.db.execute("UPDATE runs SET status = 'complete', finished = ?, secret = ? WHERE id = ?",
                             (_now(), secret, run_id))
 
-    def best_per_submission(self, device: Optional[str] = None) -> list[dict[str, Any]]:
-        """Per submission file (its path: another file of the same name elsewhere is another
-        submission), device and timing method (events or CUDA-graph replays, which are not
-        comparable): the best and the median passing geomean over complete runs (one lucky run
-        shows as a best far below the median), the number of runs and the last one. Named by
-        file name, with its folder where files of the same name appear."""
+    def best_per_submission(self, device: Optional[str] = None, task: Optional[str] = None,
+                            check: Optional[str] = None) -> list[dict[str, Any]]:
+        """Per submission file version (its path, so another file of the same name elsewhere is
+        another submission, and its content's hash), task and check policy, case set, device, timing
+        method (events or CUDA-graph replays, which are not comparable) and sandbox: the best and the
+        median passing geomean over complete leaderboard runs of the task's own cases (one lucky run
+        shows as a best far below the median), the number of runs and the last one. A benchmark run
+        skipped the tests and a --shape run timed other cases, so neither counts; nor do runs stored
+        before the database recorded their case set. Named by file name, with its folder where files
+        of the same name appear. `device`, `task`, `check`: only runs on that device, of that task,
+        judged by that check policy."""
         from harness.results import display_names
 
-        where = "AND r.device = ?" if device else ""
+        filters = [(column, value) for column, value in (("device", device), ("task", task), ("check_policy", check))
+                   if value is not None]
+        where = "".join(f" AND r.{column} = ?" for column, _ in filters)
         groups: dict[tuple, list] = {}
         for row in self._rows(
-                f"""SELECT s.path, s.geomean_us, r.started, r.device, r.timing
+                f"""SELECT s.path, s.sha256, s.geomean_us, s.sandboxed, r.started, r.device, r.timing, r.task,
+                           r.check_policy, r.cases
                     FROM submissions s JOIN runs r ON r.id = s.run_id
-                    WHERE r.status = 'complete' AND s.ok = 1 AND s.geomean_us IS NOT NULL {where}""",
-                (device,) if device else ()):
-            groups.setdefault((row["path"], row["device"], row["timing"]), []).append(row)
-        names = display_names(sorted({path for path, _, _ in groups}))
-        out = [{"name": names[path], "device": dev, "timing": timing, "runs": len(rows),
+                    WHERE r.status = 'complete' AND r.mode = 'leaderboard' AND r.cases IN ('task', 'small')
+                          AND s.ok = 1 AND s.geomean_us IS NOT NULL{where}""",
+                tuple(value for _, value in filters)):
+            key = (row["path"], row["sha256"], row["task"], row["check_policy"], row["cases"], row["device"],
+                   row["timing"], row["sandboxed"])
+            groups.setdefault(key, []).append(row)
+        names = display_names(sorted({key[0] for key in groups}))
+        out = [{"name": names[path], "version": sha[:8], "task": task, "check": check,
+                "cases": cases, "device": dev, "timing": timing, "sandboxed": sandboxed, "runs": len(rows),
                 "best_us": min(r["geomean_us"] for r in rows),
                 "median_us": statistics.median(r["geomean_us"] for r in rows),
-                "last_run": max(r["started"] for r in rows)} for (path, dev, timing), rows in groups.items()]
+                "last_run": max(r["started"] for r in rows)}
+               for (path, sha, task, check, cases, dev, timing, sandboxed), rows in groups.items()]
         return sorted(out, key=lambda r: r["best_us"])
-
 
     def runs(self, limit: int = 30) -> list[sqlite3.Row]:
         """Recent runs, newest first, with how many submissions passed."""

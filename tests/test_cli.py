@@ -207,12 +207,16 @@ def test_history_and_compare(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("torch_batched.py") == 3 and "B / A" in out
     assert "2×128" in out and "batchsize: " not in out  # the cases' short labels, as every table shows them
+    assert cli(tmp_path, "--mode", "leaderboard", "--history") == 0   # benchmark runs skipped the tests
+    assert "torch_batched.py" not in capsys.readouterr().out
+    assert cli(tmp_path, "--mode", "leaderboard", "--budget", "0.1", "--submission", sub) == 0
+    capsys.readouterr()
     assert cli(tmp_path, "--mode", "leaderboard", "--history") == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "torch_batched.py" in out and "median of runs" in out and "events" in out
+    assert "torch_batched.py" in out and "median of runs" in out and "events" in out and "strict" in out
     assert cli(tmp_path, "--mode", "test", "--submission", sub) == 0
     capsys.readouterr()
-    assert cli(tmp_path, "--mode", "history", "--compare", "3", "3") == 0
+    assert cli(tmp_path, "--mode", "history", "--compare", "4", "4") == 0
     assert "no timed case is in both runs" in " ".join(capsys.readouterr().out.split())
     assert cli(tmp_path, "--mode", "history", "--compare", "1", "9") == 2
     assert "there is no run 9" in capsys.readouterr().err

@@ -252,7 +252,7 @@ def test_history_and_compare_tell_files_of_the_same_name_apart(tmp_path):
     store = Store(tmp_path / "r.db")
     runs = []
     for path, us in (("/a/kernel.py", 10.0), ("/b/kernel.py", 99.0)):
-        run = store.start_run("benchmark", "amd-mixed-mla", detect("cpu"), {})
+        run = store.start_run("leaderboard", "amd-mixed-mla", detect("cpu"), {}, check_policy="strict", cases="small")
         store.add_submission(run, result(path, us))
         store.finish_run(run)
         runs.append(run)
@@ -260,6 +260,35 @@ def test_history_and_compare_tell_files_of_the_same_name_apart(tmp_path):
     assert sorted((r["name"], r["runs"], round(r["best_us"])) for r in rows) == [("a/kernel.py", 1, 10), ("b/kernel.py", 1, 99)]
     table = compare_table(runs[0], runs[1], store.timed_cases(runs[0]), store.timed_cases(runs[1]))
     assert table.row_count == 0  # the two runs share no submission
+
+
+def test_history_counts_only_leaderboards_of_the_tasks_own_cases_per_file_version(tmp_path):
+    """Red-team pass 15: a file that passes only another task's (or the competition's) check, or
+    whose best came from a tiny --shape case, a benchmark run (no tests) or an older version of the
+    file, must not show as its passing best beside files checked by the task's own leaderboard."""
+    def result(sha, us):
+        case = CaseResult("benchmark", 0, "b0", True, device=summarize([us * 1e-6] * 5), args={"batchsize": 4})
+        return SubmissionResult("/x/kernel.py", sha, ok=True, cases=[case])
+
+    store = Store(tmp_path / "r.db")
+    for mode, task, check, cases, sha, us in (
+            ("leaderboard", "amd-mixed-mla", "strict", "task", "a" * 64, 50.0),    # counts
+            ("leaderboard", "amd-mixed-mla", "strict", "task", "a" * 64, 60.0),    # counts: same group
+            ("leaderboard", "amd-mixed-mla", "strict", "custom", "a" * 64, 1.0),   # a --shape run
+            ("benchmark", "amd-mixed-mla", "strict", "task", "a" * 64, 2.0),       # no tests
+            ("leaderboard", "amd-mixed-mla", "strict", "", "a" * 64, 3.0),         # case set not recorded
+            ("leaderboard", "amd-mixed-mla", "strict", "task", "b" * 64, 40.0),    # another version: own row
+            ("leaderboard", "competition", "competition", "task", "a" * 64, 30.0)):  # another task: own row
+        run = store.start_run(mode, task, detect("cpu"), {}, check_policy=check, cases=cases)
+        store.add_submission(run, result(sha, us))
+        store.finish_run(run)
+    rows = {(r["version"], r["task"], r["check"]): (r["runs"], round(r["best_us"]), round(r["median_us"]))
+            for r in store.best_per_submission()}
+    assert rows == {("aaaaaaaa", "amd-mixed-mla", "strict"): (2, 50, 55),
+                    ("bbbbbbbb", "amd-mixed-mla", "strict"): (1, 40, 40),
+                    ("aaaaaaaa", "competition", "competition"): (1, 30, 30)}
+    mine = store.best_per_submission(task="amd-mixed-mla", check="strict")   # what --history lists for the task
+    assert sorted(r["version"] for r in mine) == ["aaaaaaaa", "bbbbbbbb"]
 
 
 LOCKER = """
@@ -322,3 +351,50 @@ def test_a_result_the_database_refuses_costs_that_row_only(tmp_path, capsys, mon
     assert {row["submission"] for row in json.loads(out.read_text())["rows"]} == {"zeros.py", "torch_batched.py"}
     run = Store(tmp_path / "r.db").runs()[0]
     assert run["status"] == "complete" and run["submissions"] == 1
+
+
+def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monkeypatch):
+    """On the CPU the parent's own clock is the call's time, so a timed call's new inputs reach the
+    memory the worker holds only after that clock started: a worker thread watching its inputs
+    could otherwise compute the answer while the parent refilled them (red-team pass 15)."""
+    import time
+    import types
+
+    import torch
+
+    from harness import engine, sandbox
+    from harness.engine import RunContext
+    from harness.verdict import tensors
+
+    events = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(sandbox, "time", types.SimpleNamespace(
+        perf_counter=lambda: events.append("clock") or float(next(clock)), monotonic=time.monotonic))
+    box = object.__new__(sandbox.Sandbox)
+    box.device = cpu
+    box._send = lambda msg, fds=(): events.append(msg["op"])
+    case = problem.spec.cases("benchmark", small=True)[0]
+    inputs = engine._Inputs(RunContext(problem, cpu, small=True, log_dir=tmp_path), case, engine.PhaseClock({}))
+    shape, dtype = inputs.layout
+    inputs.box = box
+    inputs.data = problem.generate(case.args, case.seed ^ 1, cpu.torch_device)   # stands in for the shared copy
+    box._slot = torch.zeros(shape, dtype=dtype)
+
+    def answer(*_):
+        events.append("answer")
+        return {"op": "output", "device_s": 1e-3, "host_s": 1e-3, "tail_s": 0.0, "replaced": [],
+                "layout": {"shape": list(shape), "dtype": str(dtype)[6:], "device": "cpu"}, "copied": False}
+
+    box._answer = answer
+    before = [t.clone() for _, t in tensors(inputs.data)]
+    inputs.refill(12345)
+    assert all(torch.equal(a, t) for a, (_, t) in zip(before, tensors(inputs.data)))  # nothing copied yet
+    events.clear()
+    real_copy = torch.Tensor.copy_
+    monkeypatch.setattr(torch.Tensor, "copy_",
+                        lambda self, src, *a, **k: events.append("copy") or real_copy(self, src, *a, **k))
+    inputs.call(timed=True, deadline=time.monotonic() + 10)
+    monkeypatch.setattr(torch.Tensor, "copy_", real_copy)
+    first_copy, last_copy = events.index("copy"), len(events) - 1 - events[::-1].index("copy")
+    assert events.index("clock") < first_copy and last_copy < events.index("call") < events.index("answer"), events
+    assert all(torch.equal(s, p) for (_, s), (_, p) in zip(tensors(inputs.data), tensors(inputs.pristine)))
