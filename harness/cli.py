@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs=2, type=int, metavar=("RUN_A", "RUN_B"),
                    help="with --mode history: per-case ratio of RUN_B's medians to RUN_A's")
     p.add_argument("--history", action="store_true",
-                   help="with --mode leaderboard: show the best stored result per submission, run nothing")
+                   help="with --mode leaderboard: the best stored leaderboard per submission version, for "
+                        "this task and check, run nothing")
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help="time budget per benchmark case (default: task.yml timing.max_seconds)")
     p.add_argument("--graph", action="store_true",
@@ -209,8 +210,12 @@ def _run(args: argparse.Namespace, early=None) -> int:
         if args.mode != "leaderboard":
             raise UsageError("--history goes with --mode leaderboard")
         problem = _load_problem(args)   # the task and check policy whose results it lists
-        report.console.print(report.history_table(store.best_per_submission(task=problem.spec.name,
-                                                                            check=problem.check_policy)))
+        rows = store.best_per_submission(task=problem.spec.name, check=problem.check_policy)
+        report.console.print(report.history_table(rows, problem.spec.name, problem.check_policy))
+        older = store.unlabelled_leaderboards()
+        if older:
+            report.err_console.print(f"{older} leaderboard run(s) stored before runs recorded their cases are not "
+                                     "listed (they may have timed custom --shape cases)")
         return 0
 
     problem = _load_problem(args)

@@ -284,13 +284,20 @@ class _Inputs:
         """One call, judged: the output's verdict, then the timing's integrity."""
         fresh, self.fresh = self.fresh, None
 
-        def copy_in() -> None:
-            for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
+        def copy_in() -> None:  # the first input (q) last: no way to the answer starts before the copy ends
+            pairs = list(zip(tensors(self.data), tensors(fresh)))
+            for (_, dst), (_, src) in pairs[1:] + pairs[:1]:
                 dst.copy_(src)
+            copied[0] = True
 
-        output, timing = self.clock.timed("calls", self.box.call, timed=timed,
-                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark,
-                                          refill=copy_in if fresh is not None else None)
+        copied = [False]
+        try:
+            output, timing = self.clock.timed("calls", self.box.call, timed=timed,
+                                              timeout=max(1.0, deadline - time.monotonic()), mark=mark,
+                                              refill=copy_in if fresh is not None else None)
+        finally:
+            if fresh is not None and not copied[0]:
+                self.fresh = fresh  # not copied in: the next call must still do it
         if timed:
             self.clock.add("timed device", timing.device_s)
         if self.expected is None:

@@ -415,10 +415,10 @@ def _case_label(c: CaseResult, label: Callable[[dict], str]) -> str:
     return label(c.args) if c.args else c.name
 
 
-def history_table(rows: Sequence[Any]) -> Table:
-    table = Table(title="Passing leaderboard results per submission version, task and check, device and timing "
-                        "method (complete runs of the task's own cases; a best far below the median is one lucky "
-                        "run)", title_justify="left")
+def history_table(rows: Sequence[Any], task: str, check: str) -> Table:
+    table = Table(title=f"Passing leaderboard results of task {escape(task)}, check {escape(check)}, per submission "
+                        "version, device and timing method (complete runs of the task's own cases; a best far below "
+                        "the median is one lucky run)", title_justify="left")
     for col in ("submission", "version", "best geomean µs", "median of runs µs", "runs", "task · check", "timing",
                 "sandbox", "last run", "device"):
         table.add_column(col, justify="right" if "µs" in col or col == "runs" else "left")

@@ -134,7 +134,11 @@ class Store:
             for table, column, decl in ADDED_COLUMNS:
                 have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
-                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                    try:
+                        self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                    except sqlite3.OperationalError as exc:  # another process added it first
+                        if "duplicate column" not in str(exc):
+                            raise
             self.db.commit()
             self._mark_dead_runs()
         except (OSError, sqlite3.Error) as exc:
@@ -256,6 +260,12 @@ class Store:
                 "last_run": max(r["started"] for r in rows)}
                for (path, sha, task, check, cases, dev, timing, sandboxed), rows in groups.items()]
         return sorted(out, key=lambda r: r["best_us"])
+
+    def unlabelled_leaderboards(self) -> int:
+        """Complete leaderboard runs stored before runs recorded their case set (--history leaves
+        them out: their cases may have been custom ones)."""
+        return int(self._rows("SELECT COUNT(*) AS n FROM runs WHERE mode = 'leaderboard' AND status = 'complete' "
+                              "AND cases IS NULL")[0]["n"])
 
     def runs(self, limit: int = 30) -> list[sqlite3.Row]:
         """Recent runs, newest first, with how many submissions passed."""

@@ -180,6 +180,9 @@ def test_persisting_l2_reset_is_found_only_on_nvidia(monkeypatch):
     reset = timer.persisting_l2_reset()
     assert reset is Driver.cuCtxResetPersistingL2Cache and reset() == 0
 
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())   # a driver without the call
+    assert timer.persisting_l2_reset() is None
+
     def no_driver(name):
         raise OSError(f"{name}: cannot open shared object file")
 
@@ -289,6 +292,11 @@ def test_history_counts_only_leaderboards_of_the_tasks_own_cases_per_file_versio
                     ("aaaaaaaa", "competition", "competition"): (1, 30, 30)}
     mine = store.best_per_submission(task="amd-mixed-mla", check="strict")   # what --history lists for the task
     assert sorted(r["version"] for r in mine) == ["aaaaaaaa", "bbbbbbbb"]
+    old = store.start_run("leaderboard", "amd-mixed-mla", detect("cpu"), {})
+    store.add_submission(old, result("a" * 64, 0.5))
+    store.finish_run(old)
+    store.db.execute("UPDATE runs SET cases = NULL, check_policy = NULL WHERE id = ?", (old,))  # as an older harness
+    assert store.unlabelled_leaderboards() == 1 and len(store.best_per_submission()) == 3
 
 
 LOCKER = """
@@ -391,10 +399,12 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
     assert all(torch.equal(a, t) for a, (_, t) in zip(before, tensors(inputs.data)))  # nothing copied yet
     events.clear()
     real_copy = torch.Tensor.copy_
-    monkeypatch.setattr(torch.Tensor, "copy_",
-                        lambda self, src, *a, **k: events.append("copy") or real_copy(self, src, *a, **k))
+    targets = []
+    monkeypatch.setattr(torch.Tensor, "copy_", lambda self, src, *a, **k: events.append("copy")
+                        or targets.append(self.data_ptr()) or real_copy(self, src, *a, **k))
     inputs.call(timed=True, deadline=time.monotonic() + 10)
     monkeypatch.setattr(torch.Tensor, "copy_", real_copy)
     first_copy, last_copy = events.index("copy"), len(events) - 1 - events[::-1].index("copy")
     assert events.index("clock") < first_copy and last_copy < events.index("call") < events.index("answer"), events
+    assert targets[-1] == inputs.data[0].data_ptr()  # q last: nothing can start on the answer before the copy ends
     assert all(torch.equal(s, p) for (_, s), (_, p) in zip(tensors(inputs.data), tensors(inputs.pristine)))

@@ -124,11 +124,11 @@ def measure_case(problem, case, fn, info, timer, calls: int) -> tuple:
     device, host = [], []
     for _ in range(calls):
         _, t = timer(fn, data, timed=True)
-        device.append(t.device_s * 1e6)
-        host.append(t.host_s * 1e6)
+        device.append(t["device_s"] * 1e6)
+        host.append(t["host_s"] * 1e6)
     harness_us, host_us = statistics.median(device), statistics.median(host)
     write_timer = CallTimer("cuda", info.l2_bytes, flush="write")
-    write_only_us = statistics.median([write_timer(fn, data, timed=True)[1].device_s * 1e6 for _ in range(calls)])
+    write_only_us = statistics.median([write_timer(fn, data, timed=True)[1]["device_s"] * 1e6 for _ in range(calls)])
 
     # 2./3. rotated input sets (cold) and one input set (warm), one call between events,
     # all calls of a burst queued behind busy writes that outlast their launches
@@ -150,7 +150,7 @@ def measure_case(problem, case, fn, info, timer, calls: int) -> tuple:
     graph_us = float("nan")
     try:
         replay = capture_graph(fn, data)
-        graph_us = statistics.median(timer(replay, data, timed=True)[1].device_s * 1e6 for _ in range(calls))
+        graph_us = statistics.median(timer(replay, data, timed=True)[1]["device_s"] * 1e6 for _ in range(calls))
     except Exception as exc:  # not capturable: report and go on
         print(f"{label}: graph capture failed: {type(exc).__name__}: {exc}")
     row = (label, k, harness_us, write_only_us, rotated_us, warm_us, b2b_us, graph_us,

@@ -47,6 +47,9 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
     if device_type == "cuda" and not l2_bytes:
         l2_bytes = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 256 * 2**20
     timer = CallTimer(device_type, l2_bytes)  # before the import: it keeps the original timer functions
+    if timer.gpu:
+        print(f"worker: persisting-L2 reset before each flush: {'on' if timer._reset_l2 else 'not available'}",
+              flush=True)
     try:
         kernel = _load(submission)
     except _LoadError as exc:

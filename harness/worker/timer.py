@@ -33,8 +33,9 @@ class CallTimer:
 
     On NVIDIA the flush starts by returning every persisting L2 line to normal (the driver's
     cuCtxResetPersistingL2Cache): lines a submission marked persisting (an access-policy window)
-    would otherwise survive the flush's ordinary writes and make the next call's reads warm
-    (tests/zoo_gpu/persists_in_l2.py; tools/l2_persist_check.py measures both).
+    could otherwise survive the flush's ordinary writes and make the next call's reads warm. On the
+    H200 they did not, even without the reset (tests/zoo_gpu/persists_in_l2.py;
+    tools/l2_persist_check.py measures both ways): the reset is defence in depth.
 
     Host time (CPU wall from call to return) is reported beside the device time.
     """

@@ -5,7 +5,7 @@ set to its maximum, hoping the flush's ordinary writes cannot evict persisting l
 parent refills the next call's inputs in place, at the same addresses (GPU only; NVIDIA sm_80 and
 later).
 Must get: without effect. It passes (its answers are right), and no case's timed median is below the
-bundled bf16 kernel's in the same run or in the seeds of the same session: the timer returns every
+bundled bf16 kernel's median for that case over the same session's fresh seeds: the timer returns every
 persisting line to normal before its flush (harness/worker/timer.py), and the flush writes twice the
 L2 size; the audit's profiler flushes all of L2 before each kernel. tools/l2_persist_check.py times it
 against the honest kernel with and without the timer's reset. Its log says what the driver granted."""
