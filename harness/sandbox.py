@@ -119,7 +119,7 @@ class Sandbox:
         `refill` (the CPU's timed calls: it copies new inputs into the shared ones) runs after the
         parent's clock started: a worker thread watching its inputs could otherwise compute the
         answer while the parent refilled them, before the clock (on the CPU the parent's clock is
-        the time; on a GPU the profiler's audit counts such work)."""
+        the time; on an NVIDIA GPU the profiler's audit counts such work; AMD GPUs have no audit)."""
         self._slot.fill_(0)  # a stale slot must not pass for this call's answer
         if self.device.is_gpu:
             torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
