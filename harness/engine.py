@@ -253,7 +253,7 @@ class _Inputs:
         self._expect(self.pristine)
         self.floor_s = ctx.floor_s(self.pristine)
         self.layout = ctx.problem.layout(self.pristine)
-        self.fresh: Any = None  # the CPU's next inputs, copied in by the next call
+        self.fresh: Any = None  # new inputs not yet copied in (on the CPU: by the next call)
 
     def share(self, box: Sandbox) -> None:
         """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
@@ -271,33 +271,26 @@ class _Inputs:
         """New inputs: on a GPU copied in place now, on the CPU by the next call once its clock runs. Their
         expected output is computed after the call, so the worker has no idle moment with the new
         inputs before the call starts (nothing to precompute in)."""
-        fresh = self._generate(seed)
+        self.fresh = self._generate(seed)
+        self.pristine, self.expected = self.fresh, None
         if self.ctx.device.is_gpu:
-            for (_, dst), (_, src) in zip(tensors(self.data), tensors(fresh)):
-                dst.copy_(src)
+            self._copy_in()
             synchronize(self.ctx.device)
-        else:
-            self.fresh = fresh
-        self.pristine, self.expected = fresh, None
+
+    def _copy_in(self) -> None:
+        """The pending new inputs into the shared ones, the first input (q) last: no way to the
+        answer starts before the copy ends."""
+        pairs = list(zip(tensors(self.data), tensors(self.fresh)))
+        for (_, dst), (_, src) in pairs[1:] + pairs[:1]:
+            dst.copy_(src)
+        self.fresh = None
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
-        fresh, self.fresh = self.fresh, None
-
-        def copy_in() -> None:  # the first input (q) last: no way to the answer starts before the copy ends
-            pairs = list(zip(tensors(self.data), tensors(fresh)))
-            for (_, dst), (_, src) in pairs[1:] + pairs[:1]:
-                dst.copy_(src)
-            copied[0] = True
-
-        copied = [False]
-        try:
-            output, timing = self.clock.timed("calls", self.box.call, timed=timed,
-                                              timeout=max(1.0, deadline - time.monotonic()), mark=mark,
-                                              refill=copy_in if fresh is not None else None)
-        finally:
-            if fresh is not None and not copied[0]:
-                self.fresh = fresh  # not copied in: the next call must still do it
+        # (a call that fails before its refill leaves the inputs pending for the next call)
+        output, timing = self.clock.timed("calls", self.box.call, timed=timed,
+                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark,
+                                          refill=self._copy_in if self.fresh is not None else None)
         if timed:
             self.clock.add("timed device", timing.device_s)
         if self.expected is None:
