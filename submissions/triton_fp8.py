@@ -78,6 +78,15 @@ import torch
 import triton
 import triton.language as tl
 
+try:                         # Gluon (Triton's explicit-layout dialect): the sm_90 fast path below
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy as gl_async_copy
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, warpgroup_mma,
+                                                                    warpgroup_mma_init, warpgroup_mma_wait)
+except ImportError:          # an older Triton: the portable kernel everywhere
+    gluon = None
+
 # ---------------------------------------------------------------------------------------------
 # Tuning knobs (adjust here; everything below reads them).
 # ---------------------------------------------------------------------------------------------
@@ -110,6 +119,15 @@ CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpre
 # of LDS per CU) plus AMD-only compiler options. Not yet run on AMD hardware.
 AMD_LAUNCH = dict(block_n=32, num_warps=4, num_stages=2)
 AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
+# NVIDIA sm_90 (H100 / H200) with one query row per sequence: the Gluon kernel below (warpgroup MMAs
+# on 64-row tiles), on the Triton versions where it was measured; everywhere else the portable one.
+SM90_GLUON = True
+SM90_TRITON = (("3", "6"),)  # (major, minor) versions where the Gluon kernel was checked and timed
+SM90_LAUNCH = dict(block_n=64, num_warps=8, num_stages=1)   # one program per SM (its shared memory)
+SM90_STAGES = 2              # fp8 tiles in flight (cp.async), 36 KB of shared memory each
+SM90_PV_BUFFERS = 2          # fp16 value tiles (64 KB each): 2 lets P.V run on while the next tile converts
+AMAX_BLOCK = 2048            # |q| elements per step of one program of `_abs_max_kernel` ...
+AMAX_PROGRAMS = 64           # ... and at most this many programs (partial maxima)
 
 NUM_HEADS = 16
 D_NOPE = 512                 # latent dims: the value, and the first part of the key
@@ -224,9 +242,207 @@ def _mla_decode_kernel(
             tl.store(p_ptrs + HALF, acc_hi * norm, mask=row_ok[:, None])
 
 
-def _format_plan(device: torch.device, interpreted: bool, amd: bool) -> dict:
+
+# ---------------------------------------------------------------------------------------------
+# Kernel 1, sm_90 fast path (Gluon): the same attention as `_mla_decode_kernel` for one query row
+# per program, with the products turned so that the 64 KV rows of a tile are the M side of
+# Hopper's warpgroup MMA (M = 16 heads is below its minimum of 64):
+#     S^T (64 x 16) = K8 (64 x 576) . q8^T          (fp8 x fp8, straight from the copied tile)
+#     O^T (512 x 16) += V^T (512 x 64) . P (64 x 16)  (fp16: V converted once, in shared memory)
+# q.K^T in fp8 takes q quantized per tensor (scale = amax|q| / 448, the precision contract's fp8-q
+# path): `_abs_max_kernel` reduces |q| first. P.V needs 16-bit operands (P may not be rounded to
+# fp8, and fp8 MMAs read V^T only K-major, which the cache's row layout is not), so each tile's 512
+# value dims are converted to fp16 once, while the q.K^T MMA runs. The raw fp8 tiles arrive by
+# cp.async, SM90_STAGES tiles ahead.
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def _abs_max_kernel(x_ptr, parts_ptr, n, BLOCK: tl.constexpr):
+    """parts[program] = max |x| over this program's share of the n elements of x."""
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc = tl.maximum(acc, tl.abs(tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)))
+    tl.store(parts_ptr + tl.program_id(0), tl.max(acc, 0))
+
+
+if gluon is not None:
+    @gluon.jit
+    def _sm90_issue_tile(k8_smem, r8_smem, kv_ptr, row0, chunk_end, stride_kv_row,
+                         BLOCK_N: gl.constexpr, lo_l: gl.constexpr, rope_l: gl.constexpr):
+        """Start copying cache rows row0 .. row0 + BLOCK_N (rows at or past chunk_end read as 0)."""
+        rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lo_l))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, lo_l))
+        gl_async_copy.async_copy_global_to_shared(
+            k8_smem, kv_ptr + rows[:, None] * stride_kv_row + cols[None, :], mask=(rows < chunk_end)[:, None])
+        rrows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, rope_l))
+        rcols = 512 + gl.arange(0, 64, layout=gl.SliceLayout(0, rope_l))
+        gl_async_copy.async_copy_global_to_shared(
+            r8_smem, kv_ptr + rrows[:, None] * stride_kv_row + rcols[None, :], mask=(rrows < chunk_end)[:, None])
+
+    @gluon.jit
+    def _mla_decode_sm90_kernel(
+        q_ptr, kv_ptr, qo_indptr_ptr, kv_indptr_ptr,
+        out_ptr, part_out_ptr, part_lse_ptr,
+        kv_scale_ptr, qk_scale, q_amax_ptr, q_amax_parts,
+        stride_q_row, stride_q_head, stride_kv_row,
+        NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, W: gl.constexpr,
+        AMAX_PARTS: gl.constexpr, PV_BUFFERS: gl.constexpr,
+    ):
+        H: gl.constexpr = 16                      # heads
+        DV: gl.constexpr = 512                    # latent dims (value, first part of the key)
+        DR: gl.constexpr = 64                     # rope dims
+        SLICE: gl.constexpr = 256                 # value dims converted at a time (bounds registers)
+        FP8_MAX: gl.constexpr = 448.0
+
+        # Register layouts (W warps). Copies: 16 bytes per thread, a quarter warp per 128-byte row
+        # segment (one swizzle period of the shared layouts: no bank conflicts). Conversion: 8
+        # values per thread, a warp along one row. MMA accumulators: S^T with 4 warps down the
+        # tile's rows (and W // 4 across the heads), O^T with W warps down the value dims.
+        lo_l: gl.constexpr = gl.BlockedLayout([1, 16], [1, 32], [W, 1], [1, 0])     # [BLOCK_N, 512] fp8
+        rope_l: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [W, 1], [1, 0])    # [BLOCK_N, 64] fp8
+        cv_l: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [W, 1], [1, 0])      # [BLOCK_N, SLICE]
+        q_l: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [W, 1], [1, 0])       # [16, 512] bf16
+        qr_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])       # [16, 64] bf16
+        s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, W // 4],
+                                                      instr_shape=[16, 64 // W, 32])
+        o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1],
+                                                      instr_shape=[16, 16, 16])
+        parts_l: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+
+        fp8: gl.constexpr = kv_ptr.dtype.element_ty
+        k8_smem = gl.allocate_shared_memory(fp8, [STAGES, BLOCK_N, DV],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, DV], fp8))
+        r8_smem = gl.allocate_shared_memory(fp8, [STAGES, BLOCK_N, DR],
+                                            gl.NVMMASharedLayout.get_default_for([BLOCK_N, DR], fp8))
+        q8_smem = gl.allocate_shared_memory(fp8, [H, DV], gl.NVMMASharedLayout.get_default_for([H, DV], fp8))
+        qr8_smem = gl.allocate_shared_memory(fp8, [H, DR], gl.NVMMASharedLayout.get_default_for([H, DR], fp8))
+        v16_smem = gl.allocate_shared_memory(gl.float16, [PV_BUFFERS, BLOCK_N, DV],
+                                             gl.NVMMASharedLayout.get_default_for([BLOCK_N, DV], gl.float16))
+        p_smem = gl.allocate_shared_memory(gl.float16, [PV_BUFFERS, H, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([H, BLOCK_N], gl.float16))
+
+        seq = gl.program_id(0)
+        split = gl.program_id(1)
+        kv_start = gl.load(kv_indptr_ptr + seq)
+        kv_end = gl.load(kv_indptr_ptr + seq + 1)
+        chunk = gl.cdiv(gl.cdiv(kv_end - kv_start, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        chunk_start = kv_start + split * chunk
+        chunk_end = gl.minimum(chunk_start + chunk, kv_end)
+        n_tiles = gl.cdiv(chunk_end - chunk_start, BLOCK_N)
+        kv_scale = gl.load(kv_scale_ptr)
+
+        # q's per-tensor fp8 scale, from the partial maxima of |q| (as quantize_fp8 computes it).
+        part = gl.arange(0, AMAX_PARTS, layout=parts_l)
+        amax = gl.max(gl.load(q_amax_ptr + part, mask=part < q_amax_parts, other=0.0), 0)
+        q_scale = gl.maximum(amax, 1e-12) / FP8_MAX
+        score_scale = qk_scale * kv_scale * q_scale
+
+        q_start = gl.load(qo_indptr_ptr + seq)
+        q_end = gl.load(qo_indptr_ptr + seq + 1)
+        for q_row in range(q_start, q_end):
+            qh = gl.arange(0, H, layout=gl.SliceLayout(1, q_l))
+            qd = gl.arange(0, DV, layout=gl.SliceLayout(0, q_l))
+            q_lo = gl.load(q_ptr + q_row * stride_q_row + qh[:, None] * stride_q_head + qd[None, :])
+            q8_smem.store(gl.minimum(gl.maximum(gl.div_rn(q_lo.to(gl.float32), q_scale), -FP8_MAX),
+                                     FP8_MAX).to(fp8))
+            rh = gl.arange(0, H, layout=gl.SliceLayout(1, qr_l))
+            rd = DV + gl.arange(0, DR, layout=gl.SliceLayout(0, qr_l))
+            q_rope = gl.load(q_ptr + q_row * stride_q_row + rh[:, None] * stride_q_head + rd[None, :])
+            qr8_smem.store(gl.minimum(gl.maximum(gl.div_rn(q_rope.to(gl.float32), q_scale), -FP8_MAX),
+                                      FP8_MAX).to(fp8))
+
+            m_i = gl.full([H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_l))   # log2 units
+            l_i = gl.zeros([H], gl.float32, layout=gl.SliceLayout(0, s_l))
+            acc = warpgroup_mma_init(gl.zeros([DV, H], gl.float32, layout=o_l))          # O^T
+
+            for t in gl.static_range(STAGES - 1):
+                _sm90_issue_tile(k8_smem.index(t), r8_smem.index(t), kv_ptr, chunk_start + t * BLOCK_N,
+                                 chunk_end, stride_kv_row, BLOCK_N, lo_l, rope_l)
+                gl_async_copy.commit_group()
+            for t in range(n_tiles):
+                ahead = t + STAGES - 1
+                _sm90_issue_tile(k8_smem.index(ahead % STAGES), r8_smem.index(ahead % STAGES), kv_ptr,
+                                 chunk_start + ahead * BLOCK_N, chunk_end, stride_kv_row, BLOCK_N, lo_l, rope_l)
+                gl_async_copy.commit_group()
+                gl_async_copy.wait_group(STAGES - 1)      # this thread's copies of tile t landed ...
+                fence_async_shared()
+                gl.thread_barrier()                       # ... and every other thread's
+                stage = t % STAGES
+                k8 = k8_smem.index(stage)
+                v16 = v16_smem.index(t % PV_BUFFERS)
+                p_buf = p_smem.index(t % PV_BUFFERS)
+
+                # q.K^T on the tensor cores (and, with two buffers, the previous tile's P.V) while
+                # this tile's value dims are converted to fp16. MMAs complete in order: the wait for
+                # q.K^T also ends the previous P.V, whose buffers are then free for the next tile.
+                s = warpgroup_mma(k8, q8_smem.permute((1, 0)), gl.zeros([BLOCK_N, H], gl.float32, layout=s_l),
+                                  use_acc=False, is_async=True)
+                s = warpgroup_mma(r8_smem.index(stage), qr8_smem.permute((1, 0)), s, is_async=True)
+                for c in gl.static_range(DV // SLICE):
+                    v16.slice(c * SLICE, SLICE, dim=1).store(k8.slice(c * SLICE, SLICE, dim=1).load(cv_l).to(gl.float16))
+                s, acc = warpgroup_mma_wait(num_outstanding=0, deps=(s, acc))
+
+                rows = chunk_start + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_l))
+                s = gl.where((rows < chunk_end)[:, None], s * score_scale, float("-inf"))
+                m_new = gl.maximum(m_i, gl.max(s, 0))
+                alpha = gl.exp2(m_i - m_new)
+                p = gl.exp2(s - m_new[None, :])
+                l_i = l_i * alpha + gl.sum(p, 0)
+                m_i = m_new
+                p_buf.store(gl.permute(p.to(gl.float16), [1, 0]))
+                fence_async_shared()
+                gl.thread_barrier()                       # every warp's v16 and P stores, and reads of tile t
+                acc = warpgroup_mma(v16.permute((1, 0)), p_buf.permute((1, 0)),
+                                    acc * gl.convert_layout(alpha, gl.SliceLayout(0, o_l))[None, :], is_async=True)
+                if PV_BUFFERS == 1:
+                    acc = warpgroup_mma_init(warpgroup_mma_wait(num_outstanding=0, deps=(acc,)))
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            gl_async_copy.wait_group(0)
+            gl.thread_barrier()
+
+            has_rows = l_i > 0.0                          # a program with no KV rows: output 0, lse -inf
+            norm = gl.convert_layout(kv_scale / gl.where(has_rows, l_i, 1.0), gl.SliceLayout(0, o_l))
+            o = acc * norm[None, :]                      # stored from the MMA layout: no scratch memory
+            od = gl.arange(0, DV, layout=gl.SliceLayout(1, o_l))
+            out_row = q_row * H + gl.arange(0, H, layout=gl.SliceLayout(0, o_l))
+            if NUM_SPLITS == 1:
+                gl.store(out_ptr + out_row[None, :] * DV + od[:, None], o.to(out_ptr.dtype.element_ty))
+            else:
+                part_row = out_row * NUM_SPLITS + split
+                gl.store(part_out_ptr + part_row[None, :] * DV + od[:, None], o.to(part_out_ptr.dtype.element_ty))
+                lse = gl.where(has_rows, m_i + gl.log2(gl.where(has_rows, l_i, 1.0)), float("-inf"))
+                lse_row = q_row * H + gl.arange(0, H, layout=gl.SliceLayout(0, s_l))
+                gl.store(part_lse_ptr + lse_row * NUM_SPLITS + split, lse)
+
+
+def _sm90_path(device: torch.device, interpreted: bool) -> bool:
+    """Whether launches on `device` take the Gluon kernel: an NVIDIA sm_90 GPU, a Triton version in
+    SM90_TRITON with Gluon, and the SM90_GLUON knob on."""
+    if not SM90_GLUON or gluon is None or interpreted or torch.version.hip or device.type != "cuda":
+        return False
+    if tuple(triton.__version__.split(".")[:2]) not in SM90_TRITON:
+        return False
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
+def _file_launch(q_rows: int, long_kv: bool, device: torch.device, interpreted: bool, amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks)."""
+    if q_rows == 1 and _sm90_path(device, interpreted):
+        return SM90_LAUNCH
+    return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
+
+
+def _format_plan(device: torch.device, interpreted: bool, amd: bool, launch: dict) -> dict:
     """This file's own entries of a launch plan; the shared `_make_plan` below adds them."""
-    return dict(dot_dtype=tl.float32 if interpreted else tl.float16)
+    return dict(dot_dtype=tl.float32 if interpreted else tl.float16, sm90=launch is SM90_LAUNCH)
+
+
+def _amax_parts(plan: dict, numel: int, device: torch.device) -> tuple:
+    """(programs, buffer) of `_abs_max_kernel` for a q of numel elements, cached in the plan."""
+    if "amax" not in plan:
+        programs = max(1, min(AMAX_PROGRAMS, triton.cdiv(numel, AMAX_BLOCK)))
+        plan["amax"] = (programs, torch.empty(programs, dtype=torch.float32, device=device))
+    return plan["amax"]
 
 
 # ==== shared code: the same in triton_bf16.py, triton_fp8.py and triton_mxfp4.py, from here to the
@@ -275,7 +491,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     q_groups = -(-avg_q // q_rows)
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
-    launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
+    launch = _file_launch(q_rows, avg_kv >= LONG_KV, device, interpreted, amd)
     block_n = launch["block_n"]
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
     slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
@@ -293,7 +509,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
         grid=(programs, splits),
         direct={},                               # compiled kernels, for _launch
         q_rows=q_rows, q_groups=q_groups, splits=splits,
-        **_format_plan(device, interpreted, amd),
+        **_format_plan(device, interpreted, amd, launch),
         block_n=block_n,
         options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
     )
@@ -375,13 +591,25 @@ def custom_kernel(data) -> torch.Tensor:
     out = torch.empty(total_q, NUM_HEADS, D_NOPE, dtype=torch.bfloat16, device=q.device)
     if total_q == 0 or batch == 0:
         return out
-    _launch(plan, _mla_decode_kernel, plan["grid"],
-            (q, kv, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], kv_scale,
-             sm_scale * LOG2E, q.stride(0), q.stride(1), kv.stride(0)),
-            dict(NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, Q_ROWS=plan["q_rows"],
-                 Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
-                 DOT_DTYPE=plan["dot_dtype"]),
-            plan["options"])
+    if plan["sm90"]:
+        q = q.contiguous()                       # the |q| reduction reads it as one flat range
+        programs, amax = _amax_parts(plan, q.numel(), q.device)
+        _launch(plan, _abs_max_kernel, (programs,), (q, amax, q.numel()), dict(BLOCK=AMAX_BLOCK), {})
+        _launch(plan, _mla_decode_sm90_kernel, plan["grid"],
+                (q, kv, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], kv_scale,
+                 sm_scale * LOG2E, amax, programs, q.stride(0), q.stride(1), kv.stride(0)),
+                dict(NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"], STAGES=SM90_STAGES,
+                     W=plan["options"]["num_warps"], AMAX_PARTS=triton.next_power_of_2(programs),
+                     PV_BUFFERS=SM90_PV_BUFFERS),
+                plan["options"])
+    else:
+        _launch(plan, _mla_decode_kernel, plan["grid"],
+                (q, kv, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], kv_scale,
+                 sm_scale * LOG2E, q.stride(0), q.stride(1), kv.stride(0)),
+                dict(NUM_HEADS=NUM_HEADS, D_NOPE=D_NOPE, D_ROPE=D_ROPE, Q_ROWS=plan["q_rows"],
+                     Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
+                     DOT_DTYPE=plan["dot_dtype"]),
+                plan["options"])
     if plan["splits"] > 1:
         _launch(plan, _combine_splits_kernel, plan["combine_grid"],
                 (plan["part_out"], plan["part_lse"], out),

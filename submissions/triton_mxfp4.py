@@ -384,7 +384,12 @@ def _mla_decode_kernel(
             tl.store(p_ptrs + 1, out_odd, mask=row_ok[:, None])
 
 
-def _format_plan(device: torch.device, interpreted: bool, amd: bool) -> dict:
+def _file_launch(q_rows: int, long_kv: bool, device: torch.device, interpreted: bool, amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks)."""
+    return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
+
+
+def _format_plan(device: torch.device, interpreted: bool, amd: bool, launch: dict) -> dict:
     """This file's own entries of a launch plan; the shared `_make_plan` below adds them."""
     qk_scaled = QK_DOT_SCALED == "all" or (QK_DOT_SCALED == "gfx950" and amd and str(
         getattr(torch.cuda.get_device_properties(device), "gcnArchName", "")).startswith("gfx950"))
@@ -438,7 +443,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     q_groups = -(-avg_q // q_rows)
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
-    launch = AMD_LAUNCH if amd else LAUNCH[(q_rows, avg_kv >= LONG_KV)]
+    launch = _file_launch(q_rows, avg_kv >= LONG_KV, device, interpreted, amd)
     block_n = launch["block_n"]
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
     slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
@@ -456,7 +461,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
         grid=(programs, splits),
         direct={},                               # compiled kernels, for _launch
         q_rows=q_rows, q_groups=q_groups, splits=splits,
-        **_format_plan(device, interpreted, amd),
+        **_format_plan(device, interpreted, amd, launch),
         block_n=block_n,
         options=dict(num_warps=launch["num_warps"], num_stages=launch["num_stages"]),
     )
