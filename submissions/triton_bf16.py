@@ -180,8 +180,10 @@ def _mla_decode_kernel(
             tl.store(p_ptrs, out, mask=row_ok[:, None])
 
 
-def _file_launch(q_rows: int, long_kv: bool, device: torch.device, interpreted: bool, amd: bool) -> dict:
-    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks)."""
+def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.device, interpreted: bool,
+                 amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
+    the sequences alone are at least one program per SM."""
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
 
 
@@ -236,10 +238,11 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     q_groups = -(-avg_q // q_rows)
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
-    launch = _file_launch(q_rows, avg_kv >= LONG_KV, device, interpreted, amd)
-    block_n = launch["block_n"]
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
-    slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
+    launch = _file_launch(q_rows, avg_kv >= LONG_KV, programs >= sms > 0, device, interpreted, amd)
+    block_n = launch["block_n"]
+    per_sm = launch.get("programs_per_sm", max(1, WARPS_PER_SM // launch["num_warps"]))
+    slots = CPU_PROGRAM_SLOTS if interpreted else sms * per_sm
 
     # Split-K: enough programs to fill every slot in one wave (a second, partial wave would
     # nearly double the time), but each chunk keeps a few tiles of work.

@@ -123,9 +123,14 @@ AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
 # on 64-row tiles), on the Triton versions where it was measured; everywhere else the portable one.
 SM90_GLUON = True
 SM90_TRITON = (("3", "6"),)  # (major, minor) versions where the Gluon kernel was checked and timed
-SM90_LAUNCH = dict(block_n=64, num_warps=8, num_stages=1)   # one program per SM (its shared memory)
-SM90_STAGES = 2              # fp8 tiles in flight (cp.async), 36 KB of shared memory each
-SM90_PV_BUFFERS = 2          # fp16 value tiles (64 KB each): 2 lets P.V run on while the next tile converts
+SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   # 218 KB shared memory
+                   stages=2, pv_buffers=2)
+SM90_WIDE_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=2,  # 114 KB: 2 programs per SM
+                        stages=1, pv_buffers=1)
+SM90_WIDE = True             # the two-per-SM launch when the sequences alone fill every SM
+SM90_SHORT_KV = False        # also for sequences shorter than LONG_KV (there the portable kernel is as fast)
+# stages: fp8 tiles in flight (cp.async), 36 KB of shared memory each; pv_buffers: fp16 value tiles
+# (64 KB each), 2 lets a tile's P.V run on while the next tile converts.
 AMAX_BLOCK = 2048            # |q| elements per step of one program of `_abs_max_kernel` ...
 AMAX_PROGRAMS = 64           # ... and at most this many programs (partial maxima)
 
@@ -352,18 +357,16 @@ if gluon is not None:
                                       FP8_MAX).to(fp8))
 
             m_i = gl.full([H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_l))   # log2 units
-            l_i = gl.zeros([H], gl.float32, layout=gl.SliceLayout(0, s_l))
+            l_acc = gl.zeros([BLOCK_N, H], gl.float32, layout=s_l)   # softmax sums, reduced after the loop
             acc = warpgroup_mma_init(gl.zeros([DV, H], gl.float32, layout=o_l))          # O^T
 
-            for t in gl.static_range(STAGES - 1):
+            # Tiles t .. t + STAGES - 1 are in flight at the top of iteration t (one copy group each);
+            # tile t + STAGES is requested into tile t's buffer as soon as tile t has been read.
+            for t in gl.static_range(STAGES):
                 _sm90_issue_tile(k8_smem.index(t), r8_smem.index(t), kv_ptr, chunk_start + t * BLOCK_N,
                                  chunk_end, stride_kv_row, BLOCK_N, lo_l, rope_l)
                 gl_async_copy.commit_group()
             for t in range(n_tiles):
-                ahead = t + STAGES - 1
-                _sm90_issue_tile(k8_smem.index(ahead % STAGES), r8_smem.index(ahead % STAGES), kv_ptr,
-                                 chunk_start + ahead * BLOCK_N, chunk_end, stride_kv_row, BLOCK_N, lo_l, rope_l)
-                gl_async_copy.commit_group()
                 gl_async_copy.wait_group(STAGES - 1)      # this thread's copies of tile t landed ...
                 fence_async_shared()
                 gl.thread_barrier()                       # ... and every other thread's
@@ -387,11 +390,14 @@ if gluon is not None:
                 m_new = gl.maximum(m_i, gl.max(s, 0))
                 alpha = gl.exp2(m_i - m_new)
                 p = gl.exp2(s - m_new[None, :])
-                l_i = l_i * alpha + gl.sum(p, 0)
+                l_acc = l_acc * alpha[None, :] + p
                 m_i = m_new
                 p_buf.store(gl.permute(p.to(gl.float16), [1, 0]))
                 fence_async_shared()
                 gl.thread_barrier()                       # every warp's v16 and P stores, and reads of tile t
+                _sm90_issue_tile(k8, r8_smem.index(stage), kv_ptr, chunk_start + (t + STAGES) * BLOCK_N, chunk_end,
+                                 stride_kv_row, BLOCK_N, lo_l, rope_l)
+                gl_async_copy.commit_group()
                 acc = warpgroup_mma(v16.permute((1, 0)), p_buf.permute((1, 0)),
                                     acc * gl.convert_layout(alpha, gl.SliceLayout(0, o_l))[None, :], is_async=True)
                 if PV_BUFFERS == 1:
@@ -399,6 +405,7 @@ if gluon is not None:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             gl_async_copy.wait_group(0)
             gl.thread_barrier()
+            l_i = gl.sum(l_acc, 0)
 
             has_rows = l_i > 0.0                          # a program with no KV rows: output 0, lse -inf
             norm = gl.convert_layout(kv_scale / gl.where(has_rows, l_i, 1.0), gl.SliceLayout(0, o_l))
@@ -425,16 +432,19 @@ def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     return torch.cuda.get_device_capability(device) == (9, 0)
 
 
-def _file_launch(q_rows: int, long_kv: bool, device: torch.device, interpreted: bool, amd: bool) -> dict:
-    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks)."""
-    if q_rows == 1 and _sm90_path(device, interpreted):
-        return SM90_LAUNCH
+def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.device, interpreted: bool,
+                 amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
+    the sequences alone are at least one program per SM."""
+    if q_rows == 1 and (long_kv or SM90_SHORT_KV) and _sm90_path(device, interpreted):
+        return SM90_WIDE_LAUNCH if SM90_WIDE and fills_gpu else SM90_LAUNCH
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
 
 
 def _format_plan(device: torch.device, interpreted: bool, amd: bool, launch: dict) -> dict:
     """This file's own entries of a launch plan; the shared `_make_plan` below adds them."""
-    return dict(dot_dtype=tl.float32 if interpreted else tl.float16, sm90=launch is SM90_LAUNCH)
+    sm90 = launch is SM90_LAUNCH or launch is SM90_WIDE_LAUNCH
+    return dict(dot_dtype=tl.float32 if interpreted else tl.float16, sm90=launch if sm90 else None)
 
 
 def _amax_parts(plan: dict, numel: int, device: torch.device) -> tuple:
@@ -491,10 +501,11 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     q_groups = -(-avg_q // q_rows)
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
-    launch = _file_launch(q_rows, avg_kv >= LONG_KV, device, interpreted, amd)
-    block_n = launch["block_n"]
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
-    slots = CPU_PROGRAM_SLOTS if interpreted else sms * max(1, WARPS_PER_SM // launch["num_warps"])
+    launch = _file_launch(q_rows, avg_kv >= LONG_KV, programs >= sms > 0, device, interpreted, amd)
+    block_n = launch["block_n"]
+    per_sm = launch.get("programs_per_sm", max(1, WARPS_PER_SM // launch["num_warps"]))
+    slots = CPU_PROGRAM_SLOTS if interpreted else sms * per_sm
 
     # Split-K: enough programs to fill every slot in one wave (a second, partial wave would
     # nearly double the time), but each chunk keeps a few tiles of work.
@@ -598,9 +609,9 @@ def custom_kernel(data) -> torch.Tensor:
         _launch(plan, _mla_decode_sm90_kernel, plan["grid"],
                 (q, kv, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], kv_scale,
                  sm_scale * LOG2E, amax, programs, q.stride(0), q.stride(1), kv.stride(0)),
-                dict(NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"], STAGES=SM90_STAGES,
+                dict(NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"], STAGES=plan["sm90"]["stages"],
                      W=plan["options"]["num_warps"], AMAX_PARTS=triton.next_power_of_2(programs),
-                     PV_BUFFERS=SM90_PV_BUFFERS),
+                     PV_BUFFERS=plan["sm90"]["pv_buffers"]),
                 plan["options"])
     else:
         _launch(plan, _mla_decode_kernel, plan["grid"],

@@ -75,9 +75,70 @@ def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
         plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
         programs, splits = plan["grid"]
         slots = 132 * max(1, module.WARPS_PER_SM // plan["options"]["num_warps"])
+        assert not plan.get("sm90")  # a meta device is no sm_90 GPU: the portable kernel
         assert programs == batch * plan["q_groups"] and splits == plan["splits"] >= 1
         assert programs * splits <= max(slots, programs), (case.args, plan["grid"], slots)
         assert plan["dot_dtype"] != module.tl.float32  # the GPU path, not the interpreter's
+
+
+def test_fp8_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatch):
+    """triton_fp8.py's Gluon kernel is taken only on an NVIDIA sm_90 GPU, with a Triton version it
+    was measured on (SM90_TRITON) and its knob on, never under the interpreter; any other GPU or
+    Triton gets the portable kernel."""
+    import torch
+
+    module = load_submission("triton_fp8.py", "sm90_choice")
+    if module.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    cuda = torch.device("cuda")
+    capability = {"value": (9, 0)}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability["value"])
+    monkeypatch.setattr(torch.version, "hip", None)
+    here = tuple(module.triton.__version__.split(".")[:2])
+    monkeypatch.setattr(module, "SM90_TRITON", (here,))
+    assert module._sm90_path(cuda, interpreted=False)
+    assert not module._sm90_path(cuda, interpreted=True)
+    assert not module._sm90_path(torch.device("cpu"), interpreted=False)
+    for other in ((8, 0), (8, 9), (10, 0), (12, 0)):
+        capability["value"] = other
+        assert not module._sm90_path(cuda, interpreted=False), other
+    capability["value"] = (9, 0)
+    monkeypatch.setattr(module, "SM90_TRITON", (("0", "1"),))
+    assert not module._sm90_path(cuda, interpreted=False)
+    monkeypatch.setattr(module, "SM90_TRITON", (here,))
+    monkeypatch.setattr(module, "SM90_GLUON", False)
+    assert not module._sm90_path(cuda, interpreted=False)
+
+
+def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch):
+    """With the Gluon kernel chosen (as on an H200: 132 SMs), the long benchmark shapes of one
+    query row get its launch (64-row tiles, one program per SM, its shared memory allows no
+    more) and a split-K grid of at most one wave; the short ones keep the portable kernel."""
+    import types
+
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
+    module = load_submission("triton_fp8.py", "sm90_plan")
+    monkeypatch.setattr(module, "_sm90_path", lambda device, interpreted: True)
+    chosen = 0
+    for case in problem.spec.cases("benchmark"):
+        batch, q_len, kv_len = case.args["batchsize"], case.args["qseqlen"], case.args["kvseqlen"]
+        plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
+        programs, splits = plan["grid"]
+        long = q_len == 1 and kv_len >= module.LONG_KV
+        assert bool(plan["sm90"]) == long, case.args
+        if long:
+            chosen += 1
+            assert plan["sm90"] is (module.SM90_WIDE_LAUNCH if batch >= 132 else module.SM90_LAUNCH), case.args
+            assert plan["block_n"] == 64 and plan["options"]["num_warps"] == plan["sm90"]["num_warps"]
+            slots = 132 * plan["sm90"]["programs_per_sm"]
+            assert programs == batch and programs * splits <= max(slots, programs), (case.args, plan["grid"])
+    assert chosen == 4
+    plan = module._make_plan(8, 32, 8 * 8192, torch.device("meta"))   # 4 query rows per sequence
+    assert not plan["sm90"]
 
 
 def _run_interpreted(argv: list[str], timeout: float):

@@ -14,19 +14,20 @@ timeout ${TEST_SECONDS:-200} python3 eval.py --mode test --no-progress --db /tmp
 echo "test rc=$?"; tail -25 "$OUT/test_fp8.txt"
 CASES=${CASES:-0,1,2,3,4,5,6,7}
 timeout ${SWEEP_SECONDS:-300} python3 tools/knob_sweep.py submissions/triton_fp8.py --cases "$CASES" \
-  --config '{}' --config '{"SM90_GLUON": false}' --config '{"SM90_PV_BUFFERS": 1, "SM90_STAGES": 3}' \
-  --config '{"SM90_LAUNCH": {"block_n": 64, "num_warps": 4, "num_stages": 1}}' \
+  --config '{}' --config '{"SM90_GLUON": false}' --config '{"SM90_WIDE": false}' \
   > "$OUT/sweep_fp8.txt" 2> "$OUT/sweep_fp8.err"
 echo "sweep fp8 rc=$?"; tail -5 "$OUT/sweep_fp8.err"
 timeout ${BF16_SECONDS:-60} python3 tools/knob_sweep.py submissions/triton_bf16.py --cases "$CASES" --config '{}' \
   > "$OUT/sweep_bf16.txt" 2> "$OUT/sweep_bf16.err"
 echo "sweep bf16 rc=$?"
-if [[ -n ${PROFILE:-} ]]; then  # Nsight Compute on the fp8 file's kernels at one case (PROFILE=<case index>)
+if [[ -n ${PROFILE:-} ]]; then  # Nsight Compute on the fp8 file's kernels, PROFILE="<case index> ..."
   export PATH=$PATH:/usr/local/cuda/bin
-  timeout 150 ncu --profile-from-start off --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
-    --section WarpStateStats --section SchedulerStats -k regex:mla_decode -o "$OUT/fp8_case$PROFILE" \
-    python3 tools/ncu_case.py submissions/triton_fp8.py "$PROFILE" > "$OUT/ncu.log" 2>&1
-  ncu --import "$OUT/fp8_case$PROFILE.ncu-rep" --page details --print-units base > "$OUT/fp8_case$PROFILE.txt" 2>&1
-  grep -E "Duration|DRAM Throughput|L1/TEX Cache|bank conflicts|Warp Cycles Per Issued|stalled" "$OUT/fp8_case$PROFILE.txt" | head -12
+  for case in $PROFILE; do
+    timeout 120 ncu --profile-from-start off --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+      --section WarpStateStats --section SchedulerStats -k regex:mla_decode -o "$OUT/fp8_case$case" \
+      python3 tools/ncu_case.py submissions/triton_fp8.py "$case" > "$OUT/ncu_$case.log" 2>&1
+    ncu --import "$OUT/fp8_case$case.ncu-rep" --page details --print-units base > "$OUT/fp8_case$case.txt" 2>&1
+    echo "== case $case"; grep -E "Duration|DRAM Throughput|L1/TEX Cache|Warp Cycles Per Issued|Eligible Warps" "$OUT/fp8_case$case.txt" | head -8
+  done
 fi
 tail -3 "$OUT/sweep_bf16.err"; tail -8 "$OUT/sweep_fp8.txt"; tail -3 "$OUT/sweep_bf16.txt"

@@ -1,0 +1,85 @@
+"""Compile triton_fp8.py's Gluon kernel (the sm_90 fast path) offline, on a machine without a GPU:
+registers, spills (ptxas's stack frame), shared memory and the warpgroup MMA instructions, per
+setting. Checks that a change still fits the H200 (at most 232,448 bytes of shared memory per
+program, no spills) before device time is spent on it.
+
+Usage (repo root; a Triton with Gluon and its NVIDIA backend, e.g. the H200's Triton 3.6 under
+PYTHONPATH):
+    python tools/sm90_gluon_compile.py [--splits 1,2] [--stages 2] [--warps 4,8] [--pv-buffers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.worker.loop import load_module  # noqa: E402
+
+H200_SHARED_PER_PROGRAM = 232_448
+SIGNATURE = dict(q_ptr="*bf16", kv_ptr="*fp8e4nv", qo_indptr_ptr="*i32", kv_indptr_ptr="*i32", out_ptr="*bf16",
+                 part_out_ptr="*fp32", part_lse_ptr="*fp32", kv_scale_ptr="*fp32", qk_scale="fp32",
+                 q_amax_ptr="*fp32", q_amax_parts="i32", stride_q_row="i32", stride_q_head="i32",
+                 stride_kv_row="i32")
+ALIGNED = ("q_ptr", "kv_ptr", "qo_indptr_ptr", "kv_indptr_ptr", "out_ptr", "part_out_ptr", "part_lse_ptr",
+           "kv_scale_ptr", "q_amax_ptr", "stride_q_row", "stride_q_head", "stride_kv_row")
+
+
+def compile_one(kernel, constexprs: dict, num_warps: int) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    names = list(SIGNATURE) + list(constexprs)
+    signature = {**SIGNATURE, **{name: "constexpr" for name in constexprs}}
+    consts = {(names.index(name),): value for name, value in constexprs.items()}
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
+    compiled = triton.compile(GluonASTSource(kernel, signature, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=num_warps))
+    ptx = compiled.asm["ptx"]
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        info = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
+                              capture_output=True, text=True).stderr
+    regs = re.search(r"Used (\d+) registers", info)
+    stack = re.search(r"(\d+) bytes stack frame", info)
+    return dict(shared=int(compiled.metadata.shared), registers=int(regs.group(1)) if regs else None,
+                stack=int(stack.group(1)) if stack else None,
+                mma=sorted(set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.([\w.]+)", ptx))))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--splits", default="1,2")
+    parser.add_argument("--stages", default="2")
+    parser.add_argument("--warps", default="4,8")
+    parser.add_argument("--pv-buffers", default="2")
+    args = parser.parse_args()
+    module = load_module(str(ROOT / "submissions" / "triton_fp8.py"), "sm90_compile")
+    if module.gluon is None:
+        raise SystemExit("this Triton has no Gluon")
+    ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
+    print("| splits | stages | warps | P.V buffers | shared B | registers | spilled B | warpgroup MMAs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for splits, stages, warps, buffers in itertools.product(ints(args.splits), ints(args.stages),
+                                                            ints(args.warps), ints(args.pv_buffers)):
+        row = compile_one(module._mla_decode_sm90_kernel,
+                          dict(NUM_SPLITS=splits, BLOCK_N=64, STAGES=stages, W=warps, AMAX_PARTS=32,
+                               PV_BUFFERS=buffers), warps)
+        fits = "" if row["shared"] <= H200_SHARED_PER_PROGRAM else " (over the H200's limit)"
+        print(f"| {splits} | {stages} | {warps} | {buffers} | {row['shared']:,}{fits} | {row['registers']} | "
+              f"{row['stack']} | {', '.join(row['mma'])} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
