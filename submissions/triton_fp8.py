@@ -60,15 +60,39 @@ Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's n
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
-Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, sessions 3-4): geomean over
-the 8 benchmark shapes 96.6 us at first, 70 us after fp16 operands and one wave of programs, 68 us
-with latent halves. Still not bandwidth-bound (64 x 8192 in ~197 us against 71 us for the bytes
-alone). Nsight Compute on that shape: DRAM 33% busy, L1/shared memory 76% busy, one instruction
-issued every ~3 cycles per scheduler. Shared memory is the wall: with M = 16 every warp of the
-program needs the whole 16 x 576 query for its slice of q.K^T, so each 32-row tile re-reads the
-query from shared memory once per warp (the compiled IR loads it inside the loop: 4 x 18 KB
-against 18 KB of cache bytes), and the converted fp16 tile goes through shared memory too. Fewer
-shared-memory bytes per cache row, not fewer HBM bytes, is the next step.
+The sm_90 path (NVIDIA H100 / H200, Gluon)
+------------------------------------------
+On an sm_90 GPU, with a Triton version in SM90_TRITON, batches of one query row per sequence take
+`_mla_decode_sm90_kernel` when their sequences are long (LONG_KV rows) or fill the GPU alone, written in Gluon (Triton's explicit-layout
+dialect). With M = 16 heads the portable kernel gets only `mma.sync`, and each warp re-reads the
+whole query from shared memory per tile. Here the products are turned so that 64 cache rows are the
+M side of Hopper's warpgroup MMA: S^T = K8 . q8^T in fp8 straight from the copied tile (q quantized
+per tensor, the precision contract's fp8-q path; `_abs_max_kernel` finds amax|q| first), and
+O^T += V^T . P in fp16 from the tile's 512 value dims, converted once to fp16 in shared memory while
+the fp8 MMA runs (fp8 MMAs read V^T only K-major, which the cache's rows are not, and P may not be
+rounded to fp8). Tiles arrive by cp.async, requested as soon as their buffer is read; with enough
+sequences to fill the GPU, a smaller-footprint launch puts two programs on each SM. A few short
+sequences keep the portable kernel: there the |q| reduction's extra launch and the fewer, larger
+tiles cost more than they save (BENCHMARKS.md, session 16).
+
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md, session 16)
+--------------------------------------------------------------------
+The harness's timing, µs: 4x1k 14.3, 4x8k 26.0, 32x1k 24.5, 32x8k 73.7, 64x1k 37.4, 64x8k 128.8,
+256x1k 99.9, 256x8k 423.0 (geomean 58.4; triton_bf16.py 62.2 in the same run). The cache is read
+at 55% (64x8k) and 68% (256x8k) of the measured copy bandwidth. Nsight Compute on the Gluon kernel:
+64x8k 119 us, DRAM 53% busy, L1/shared 62%, 0.23 eligible warps per scheduler; 256x8k (two
+programs per SM) 409 us, DRAM 62%, L1/shared 71%, 0.35 eligible warps. Neither memory nor shared
+memory is saturated: the bound is latency. Each tile is one dependent chain (copy landed, q.K^T
+beside the conversion, a cross-warp max, P through shared memory, P.V) run by one 4-warp program
+(two at most: 114 KB of shared memory each), so little is left to hide it. What would lift it:
+warp specialization (copy-and-convert warps feeding MMA-and-softmax warps, Gluon's
+`warp_specialize`), so that the chain of one tile overlaps the next tile's conversion. The short
+shapes of few sequences are launch and split-combine bound, as in the portable kernel.
+
+The portable kernel (every other GPU, and the interpreter) is bound by shared memory (Nsight
+Compute, 64x8k on the H200, BENCHMARKS.md session 4: L1/shared 76% busy, DRAM 33%): with M = 16
+every warp re-reads the whole 16 x 576 query from shared memory per 32-row tile, 4 x 18 KB against
+18 KB of cache bytes, and the converted fp16 tile goes through shared memory too.
 """
 
 import math
@@ -128,7 +152,7 @@ SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   #
 SM90_WIDE_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=2,  # 114 KB: 2 programs per SM
                         stages=1, pv_buffers=1)
 SM90_WIDE = True             # the two-per-SM launch when the sequences alone fill every SM
-SM90_SHORT_KV = False        # also for sequences shorter than LONG_KV (there the portable kernel is as fast)
+SM90_SHORT_KV = False        # also for a few sequences shorter than LONG_KV (measured slower there)
 # stages: fp8 tiles in flight (cp.async), 36 KB of shared memory each; pv_buffers: fp16 value tiles
 # (64 KB each), 2 lets a tile's P.V run on while the next tile converts.
 AMAX_BLOCK = 2048            # |q| elements per step of one program of `_abs_max_kernel` ...
@@ -258,7 +282,7 @@ def _mla_decode_kernel(
 # path): `_abs_max_kernel` reduces |q| first. P.V needs 16-bit operands (P may not be rounded to
 # fp8, and fp8 MMAs read V^T only K-major, which the cache's row layout is not), so each tile's 512
 # value dims are converted to fp16 once, while the q.K^T MMA runs. The raw fp8 tiles arrive by
-# cp.async, SM90_STAGES tiles ahead.
+# cp.async, `stages` of them in flight (the launch's settings, SM90_LAUNCH / SM90_WIDE_LAUNCH).
 # ---------------------------------------------------------------------------------------------
 @triton.jit
 def _abs_max_kernel(x_ptr, parts_ptr, n, BLOCK: tl.constexpr):
@@ -436,7 +460,7 @@ def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.devi
                  amd: bool) -> dict:
     """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
     the sequences alone are at least one program per SM."""
-    if q_rows == 1 and (long_kv or SM90_SHORT_KV) and _sm90_path(device, interpreted):
+    if q_rows == 1 and (long_kv or fills_gpu or SM90_SHORT_KV) and _sm90_path(device, interpreted):
         return SM90_WIDE_LAUNCH if SM90_WIDE and fills_gpu else SM90_LAUNCH
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
 

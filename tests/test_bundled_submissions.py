@@ -112,8 +112,9 @@ def test_fp8_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatc
 
 def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch):
     """With the Gluon kernel chosen (as on an H200: 132 SMs), the long benchmark shapes of one
-    query row get its launch (64-row tiles, one program per SM, its shared memory allows no
-    more) and a split-K grid of at most one wave; the short ones keep the portable kernel."""
+    query row it is chosen for get its launch (64-row tiles, one program per SM, its shared memory allows no
+    more; two where the sequences alone fill the GPU) and a split-K grid of at most one wave; a few short
+    sequences keep the portable kernel."""
     import types
 
     import torch
@@ -128,15 +129,15 @@ def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatc
         batch, q_len, kv_len = case.args["batchsize"], case.args["qseqlen"], case.args["kvseqlen"]
         plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
         programs, splits = plan["grid"]
-        long = q_len == 1 and kv_len >= module.LONG_KV
-        assert bool(plan["sm90"]) == long, case.args
-        if long:
+        chosen_here = q_len == 1 and (kv_len >= module.LONG_KV or batch >= 132)
+        assert bool(plan["sm90"]) == chosen_here, case.args
+        if chosen_here:
             chosen += 1
             assert plan["sm90"] is (module.SM90_WIDE_LAUNCH if batch >= 132 else module.SM90_LAUNCH), case.args
             assert plan["block_n"] == 64 and plan["options"]["num_warps"] == plan["sm90"]["num_warps"]
             slots = 132 * plan["sm90"]["programs_per_sm"]
             assert programs == batch and programs * splits <= max(slots, programs), (case.args, plan["grid"])
-    assert chosen == 4
+    assert chosen == 5   # the four 8k shapes and 256 x 1k
     plan = module._make_plan(8, 32, 8 * 8192, torch.device("meta"))   # 4 query rows per sequence
     assert not plan["sm90"]
 
