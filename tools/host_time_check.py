@@ -51,8 +51,8 @@ def _host_medians(fn, data, conn, calls, l2_bytes, send_output, buffer=None):
             conn.send(("out", out))
             conn.recv()  # the parent has cloned and dropped it
         if i >= 5:
-            host.append(t.host_s * 1e6)
-            device.append(t.device_s * 1e6)
+            host.append(t["host_s"] * 1e6)
+            device.append(t["device_s"] * 1e6)
     return statistics.median(host), statistics.median(device)
 
 
