@@ -63,31 +63,32 @@ bundled Triton files (kept identical by tools/shared_code.py).
 The sm_90 path (NVIDIA H100 / H200, Gluon)
 ------------------------------------------
 On an sm_90 GPU, with a Triton version in SM90_TRITON, batches of one query row per sequence take
-`_mla_decode_sm90_kernel` when their sequences are long (LONG_KV rows) or fill the GPU alone, written in Gluon (Triton's explicit-layout
-dialect). With M = 16 heads the portable kernel gets only `mma.sync`, and each warp re-reads the
-whole query from shared memory per tile. Here the products are turned so that 64 cache rows are the
-M side of Hopper's warpgroup MMA: S^T = K8 . q8^T in fp8 straight from the copied tile (q quantized
-per tensor, the precision contract's fp8-q path; `_abs_max_kernel` finds amax|q| first), and
-O^T += V^T . P in fp16 from the tile's 512 value dims, converted once to fp16 in shared memory while
-the fp8 MMA runs (fp8 MMAs read V^T only K-major, which the cache's rows are not, and P may not be
-rounded to fp8). Tiles arrive by cp.async, requested as soon as their buffer is read; with enough
-sequences to fill the GPU, a smaller-footprint launch puts two programs on each SM. A few short
-sequences keep the portable kernel: there the |q| reduction's extra launch and the fewer, larger
-tiles cost more than they save (BENCHMARKS.md, session 16).
+`_mla_decode_sm90_kernel`, written in Gluon (Triton's explicit-layout dialect), when their sequences
+are long (LONG_KV rows) or alone fill the GPU. With M = 16 heads the portable kernel gets only
+`mma.sync`, and each warp re-reads the whole query from shared memory per tile. Here the products
+are turned so that 64 cache rows are the M side of Hopper's warpgroup MMA: S^T = K8 . q8^T in fp8
+straight from the copied tile (q quantized per tensor, the precision contract's fp8-q path;
+`_abs_max_kernel` finds amax|q| first), and O^T += V^T . P in fp16 from the tile's 512 value dims,
+converted once to fp16 in shared memory while the fp8 MMA runs (fp8 MMAs read V^T only K-major,
+which the cache's rows are not, and P may not be rounded to fp8). Tiles arrive by cp.async,
+requested as soon as their buffer is read; with enough sequences to fill the GPU, a
+smaller-footprint launch puts two programs on each SM. A few short sequences keep the portable
+kernel: there the |q| reduction's extra launch and the fewer, larger tiles cost more than they save
+(BENCHMARKS.md, session 16).
 
 What bounds it now (one H200, Triton 3.6; BENCHMARKS.md, session 16)
 --------------------------------------------------------------------
-The harness's timing, µs: 4x1k 14.3, 4x8k 26.0, 32x1k 24.5, 32x8k 73.7, 64x1k 37.4, 64x8k 128.8,
-256x1k 99.9, 256x8k 423.0 (geomean 58.4; triton_bf16.py 62.2 in the same run). The cache is read
-at 55% (64x8k) and 68% (256x8k) of the measured copy bandwidth. Nsight Compute on the Gluon kernel:
-64x8k 119 us, DRAM 53% busy, L1/shared 62%, 0.23 eligible warps per scheduler; 256x8k (two
-programs per SM) 409 us, DRAM 62%, L1/shared 71%, 0.35 eligible warps. Neither memory nor shared
-memory is saturated: the bound is latency. Each tile is one dependent chain (copy landed, q.K^T
-beside the conversion, a cross-warp max, P through shared memory, P.V) run by one 4-warp program
-(two at most: 114 KB of shared memory each), so little is left to hide it. What would lift it:
-warp specialization (copy-and-convert warps feeding MMA-and-softmax warps, Gluon's
-`warp_specialize`), so that the chain of one tile overlaps the next tile's conversion. The short
-shapes of few sequences are launch and split-combine bound, as in the portable kernel.
+The harness's leaderboard, sandboxed and audited, µs: 4x1k 14.2, 4x8k 25.4, 32x1k 24.4, 32x8k 73.2,
+64x1k 37.2, 64x8k 127.7, 256x1k 83.4, 256x8k 423.5 (geomean 56.8; triton_bf16.py 62.8 in the same
+run). The cache is read at 57% (64x8k) and 68% (256x8k) of the measured copy bandwidth. Nsight
+Compute on the Gluon kernel: 64x8k 119 us, DRAM 53% busy, L1/shared 62%, 0.23 eligible warps per
+scheduler; 256x8k (two programs per SM) 409 us, DRAM 62%, L1/shared 71%, 0.35 eligible warps.
+Neither memory nor shared memory is saturated: the bound is latency. Each tile is one dependent
+chain (copy landed, q.K^T beside the conversion, a cross-warp max, P through shared memory, P.V) run
+by one 4-warp program (two at most: 114 KB of shared memory each), so little is left to hide it.
+What would lift it: warp specialization (copy-and-convert warps feeding MMA-and-softmax warps,
+Gluon's `warp_specialize`), so that the chain of one tile overlaps the next tile's conversion. The
+short shapes of few sequences are launch and split-combine bound, as in the portable kernel.
 
 The portable kernel (every other GPU, and the interpreter) is bound by shared memory (Nsight
 Compute, 64x8k on the H200, BENCHMARKS.md session 4: L1/shared 76% busy, DRAM 33%): with M = 16
@@ -406,7 +407,8 @@ if gluon is not None:
                                   use_acc=False, is_async=True)
                 s = warpgroup_mma(r8_smem.index(stage), qr8_smem.permute((1, 0)), s, is_async=True)
                 for c in gl.static_range(DV // SLICE):
-                    v16.slice(c * SLICE, SLICE, dim=1).store(k8.slice(c * SLICE, SLICE, dim=1).load(cv_l).to(gl.float16))
+                    raw = k8.slice(c * SLICE, SLICE, dim=1).load(cv_l)
+                    v16.slice(c * SLICE, SLICE, dim=1).store(raw.to(gl.float16))
                 s, acc = warpgroup_mma_wait(num_outstanding=0, deps=(s, acc))
 
                 rows = chunk_start + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_l))
