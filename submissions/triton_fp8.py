@@ -630,6 +630,8 @@ def custom_kernel(data) -> torch.Tensor:
         return out
     if plan["sm90"]:
         q = q.contiguous()                       # the |q| reduction reads it as one flat range
+        if kv.data_ptr() % 16 or kv.stride(0) % 16 or kv.stride(-1) != 1:
+            kv = kv.clone(memory_format=torch.contiguous_format)   # cp.async moves aligned 16-byte pieces
         programs, amax = _amax_parts(plan, q.numel(), q.device)
         _launch(plan, _abs_max_kernel, (programs,), (q, amax, q.numel()), dict(BLOCK=AMAX_BLOCK), {})
         _launch(plan, _mla_decode_sm90_kernel, plan["grid"],

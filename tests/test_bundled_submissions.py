@@ -142,6 +142,32 @@ def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatc
     assert not plan["sm90"]
 
 
+def test_fp8_gluon_path_gets_a_16_byte_aligned_cache(problem, cpu):
+    """The Gluon kernel copies the cache in 16-byte pieces (cp.async): a cache view that does not
+    start on a 16-byte boundary reaches it as an aligned copy with the same values, and an aligned
+    one as it is. (The launches are recorded here, not run: the kernel needs an sm_90 GPU.)"""
+    import torch
+
+    module = load_submission("triton_fp8.py", "sm90_align")
+    q, kv_data, qo_indptr, kv_indptr, config = problem.generate(
+        {"batchsize": 2, "qseqlen": 1, "kvseqlen": 64}, 3, cpu.torch_device)
+    codes, scale = kv_data["fp8"]
+    launched = []
+    module._launch = lambda plan, kernel, grid, args, constexprs, options: launched.append((kernel, args))
+    module._PLANS[(2, q.shape[0], codes.shape[0], q.device)] = dict(
+        sm90=module.SM90_LAUNCH, grid=(2, 1), splits=1, part_out=None, part_lse=None, block_n=64,
+        options=dict(num_warps=4), direct={})
+    raw = torch.empty(codes.numel() + 1, dtype=torch.uint8)
+    shifted = raw[1:].view(codes.dtype).view(codes.shape)
+    shifted.copy_(codes)
+    for cache, aligned_as_given in ((codes, True), (shifted, False)):
+        launched.clear()
+        module.custom_kernel((q, {**kv_data, "fp8": (cache, scale)}, qo_indptr, kv_indptr, config))
+        kv_arg = next(args[1] for kernel, args in launched if kernel is module._mla_decode_sm90_kernel)
+        assert kv_arg.data_ptr() % 16 == 0 and torch.equal(kv_arg.view(torch.uint8), codes.view(torch.uint8))
+        assert (kv_arg is cache) == aligned_as_given
+
+
 def _run_interpreted(argv: list[str], timeout: float):
     """`python argv...` in a fresh process on the CPU under Triton's interpreter (whether Triton
     interprets is fixed when a kernel is defined, so it cannot be switched on in this process)."""
