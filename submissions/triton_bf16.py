@@ -45,12 +45,15 @@ Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's n
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
-Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, session 3): geomean over the
-8 benchmark shapes 61.8 us (70.7 before this session's launch-plan changes: one wave of program
-slots counted from the warps per program, one tile per split); 64 x 8192 in 156 us and 256 x 8192
-in 568 us, 92% and 101% of the 4.2 TB/s copy rate (a read-only stream can slightly beat a copy).
-The small shapes (4-64 x 1024) take 14-37 us against 1-18 us for their bytes: launch latency, the
-combine kernel, and few tiles per program.
+What bounds it now (one H200, Triton 3.6; the harness's audited leaderboard, BENCHMARKS.md session
+16): geomean over the 8 benchmark shapes 62.8 us; 64 x 8192 in 156 us and 256 x 8192 in 569 us, 92%
+and 101% of the 4.2 TB/s copy rate (a read-only stream can slightly beat a copy): the long shapes are
+bound by memory bandwidth. The small shapes (4-64 x 1024) take 14-37 us against 1-18 us for their
+bytes: at 4 x 1024 Nsight Compute gives the split kernel 7.9 us and the combine 5.3 (session 15),
+so launch latency, the combine and few tiles per program bound them; fp16 partials and longer
+splits were both slower there (session 16). What would lift them: one launch instead of two (the
+last program of a sequence merging its splits), which also keeps the profiler's per-kernel sum equal
+to the timed call.
 """
 
 import math

@@ -96,12 +96,14 @@ Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's n
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
-Measured (one H200, Triton 3.6, the harness's timing; BENCHMARKS.md, sessions 3 and 5): geomean
-over the 8 benchmark shapes 129 us (session 3's start), 103 us (exponents per block, one wave of
-programs), 88.7 us (PTX decoding, block-major loads); 64 x 8192 in 222 us against 38 us for the
-bytes alone. Nsight Compute at 64 x 8192: 36% of issue slots busy, 5.1 cycles between a warp's
-instructions, 2 warps per scheduler (229 registers): the kernel is latency-bound at low occupancy.
-Capping registers for more programs per SM spills and loses (168: 106.7 us; 128: 153 us).
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 5 and 16): geomean over the 8
+benchmark shapes 89.2 us in the audited leaderboard of session 16; 64 x 8192 in 222 us against 38 us
+for the bytes alone (17% of the copy rate, 19% at 256 x 8192). Nsight Compute at 64 x 8192 (session
+5): 36% of issue slots busy, 5.1 cycles between a warp's instructions, 2 warps per scheduler (229
+registers): the decode instructions are issued latency-bound at low occupancy. Capping registers for
+more programs per SM spills and loses (168: 106.7 us; 128: 153 us). What would lift it: the codes
+decoded once per tile into shared memory and fed to warpgroup MMAs with the 64 cache rows as M, as
+triton_fp8.py's sm_90 path does for fp8 (not yet tried for mxfp4).
 """
 
 import math
