@@ -51,7 +51,7 @@ and 101% of the 4.2 TB/s copy rate (a read-only stream can slightly beat a copy)
 bound by memory bandwidth. The small shapes (4-64 x 1024) take 14-37 us against 1-18 us for their
 bytes: at 4 x 1024 Nsight Compute gives the split kernel 7.9 us and the combine 5.3 (session 15),
 so launch latency, the combine and few tiles per program bound them; fp16 partials and longer
-splits were both slower there (session 16). What would lift them: one launch instead of two (the
+splits gave no gain there (session 16: 13.6 and 17.4 against 13.7 us at 4 x 1024). What would lift them: one launch instead of two (the
 last program of a sequence merging its splits), which also keeps the profiler's per-kernel sum equal
 to the timed call.
 """

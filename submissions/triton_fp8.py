@@ -73,8 +73,8 @@ converted once to fp16 in shared memory while the fp8 MMA runs (fp8 MMAs read V^
 which the cache's rows are not, and P may not be rounded to fp8). Tiles arrive by cp.async,
 requested as soon as their buffer is read; with enough sequences to fill the GPU, a
 smaller-footprint launch puts two programs on each SM. A few short sequences keep the portable
-kernel: there the |q| reduction's extra launch and the fewer, larger tiles cost more than they save
-(BENCHMARKS.md, session 16).
+kernel: forced on there, the Gluon kernel was slower at 4x1k and 32x1k (19.6 / 27.0 against 14.1 /
+24.2 us) and about even at 64x1k (BENCHMARKS.md, session 16).
 
 What bounds it now (one H200, Triton 3.6; BENCHMARKS.md, session 16)
 --------------------------------------------------------------------
@@ -153,7 +153,7 @@ SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   #
 SM90_WIDE_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=2,  # 114 KB: 2 programs per SM
                         stages=1, pv_buffers=1)
 SM90_WIDE = True             # the two-per-SM launch when the sequences alone fill every SM
-SM90_SHORT_KV = False        # also for a few sequences shorter than LONG_KV (measured slower there)
+SM90_SHORT_KV = False        # also for a few short sequences (session 16: slower at 4x1k and 32x1k)
 # stages: fp8 tiles in flight (cp.async), 36 KB of shared memory each; pv_buffers: fp16 value tiles
 # (64 KB each), 2 lets a tile's P.V run on while the next tile converts.
 AMAX_BLOCK = 2048            # |q| elements per step of one program of `_abs_max_kernel` ...
@@ -364,7 +364,7 @@ if gluon is not None:
         # q's per-tensor fp8 scale, from the partial maxima of |q| (as quantize_fp8 computes it).
         part = gl.arange(0, AMAX_PARTS, layout=parts_l)
         amax = gl.max(gl.load(q_amax_ptr + part, mask=part < q_amax_parts, other=0.0), 0)
-        q_scale = gl.maximum(amax, 1e-12) / FP8_MAX
+        q_scale = gl.div_rn(gl.maximum(amax, 1e-12), FP8_MAX)   # correctly rounded, as torch divides
         score_scale = qk_scale * kv_scale * q_scale
 
         q_start = gl.load(qo_indptr_ptr + seq)
