@@ -75,20 +75,24 @@ def test_launch_plan_fills_one_wave_on_a_gpu(problem, monkeypatch, name):
         plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
         programs, splits = plan["grid"]
         slots = 132 * max(1, module.WARPS_PER_SM // plan["options"]["num_warps"])
-        if name == "triton_fp8.py":
+        if name in GLUON_FILES:
             assert plan["sm90"] is None  # a meta device is no sm_90 GPU: the portable kernel
         assert programs == batch * plan["q_groups"] and splits == plan["splits"] >= 1
         assert programs * splits <= max(slots, programs), (case.args, plan["grid"], slots)
         assert plan["dot_dtype"] != module.tl.float32  # the GPU path, not the interpreter's
 
 
-def test_fp8_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatch):
-    """triton_fp8.py's Gluon kernel is taken only on an NVIDIA sm_90 GPU, with a Triton version it
-    was measured on (SM90_TRITON) and its knob on, never under the interpreter; any other GPU or
-    Triton gets the portable kernel."""
+GLUON_FILES = ("triton_fp8.py", "triton_mxfp4.py")   # the files with an sm_90 Gluon kernel
+
+
+@pytest.mark.parametrize("name", GLUON_FILES)
+def test_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatch, name):
+    """The Gluon kernel is taken only on an NVIDIA sm_90 GPU, with a Triton version it was measured
+    on (SM90_TRITON) and its knob on, never under the interpreter; any other GPU or Triton gets the
+    portable kernel."""
     import torch
 
-    module = load_submission("triton_fp8.py", "sm90_choice")
+    module = load_submission(name, "sm90_choice")
     if module.gluon is None:
         pytest.skip("this Triton has no Gluon")
     cuda = torch.device("cuda")
@@ -111,7 +115,8 @@ def test_fp8_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatc
     assert not module._sm90_path(cuda, interpreted=False)
 
 
-def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch):
+@pytest.mark.parametrize("name", GLUON_FILES)
+def test_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch, name):
     """With the Gluon kernel chosen (as on an H200: 132 SMs), the long benchmark shapes of one
     query row it is chosen for get its launch (64-row tiles, one program per SM, its shared memory allows no
     more; two where the sequences alone fill the GPU) and a split-K grid of at most one wave; a few short
@@ -123,7 +128,7 @@ def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatc
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device=None: types.SimpleNamespace(multi_processor_count=132))
-    module = load_submission("triton_fp8.py", "sm90_plan")
+    module = load_submission(name, "sm90_plan")
     monkeypatch.setattr(module, "_sm90_path", lambda device, interpreted: True)
     chosen = 0
     for case in problem.spec.cases("benchmark"):
@@ -140,35 +145,40 @@ def test_fp8_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatc
             assert programs == batch and programs * splits <= max(slots, programs), (case.args, plan["grid"])
     assert chosen == 5   # the four 8k shapes and 256 x 1k
     plan = module._make_plan(8, 32, 8 * 8192, torch.device("meta"))   # 4 query rows per sequence
-    assert not plan["sm90"]
+    if plan["q_rows"] > 1:
+        assert not plan["sm90"]   # (fp8) several rows per program: the portable kernel
+    else:
+        assert plan["sm90"] and plan["q_groups"] == 4   # (mxfp4) one program per query row
 
 
-def test_fp8_gluon_path_gets_a_16_byte_aligned_cache(problem, cpu):
+@pytest.mark.parametrize("name", GLUON_FILES)
+def test_gluon_path_gets_a_16_byte_aligned_cache(problem, cpu, name):
     """The Gluon kernel copies the cache in 16-byte pieces (cp.async): a cache view that does not
     start on a 16-byte boundary reaches it as an aligned copy with the same values, and an aligned
     one as it is. (The launches are recorded here, not run: the kernel needs an sm_90 GPU.)"""
     import torch
 
-    module = load_submission("triton_fp8.py", "sm90_align")
+    module = load_submission(name, "sm90_align")
     if module.gluon is None:
         pytest.skip("this Triton has no Gluon")
     q, kv_data, qo_indptr, kv_indptr, config = problem.generate(
         {"batchsize": 2, "qseqlen": 1, "kvseqlen": 64}, 3, cpu.torch_device)
-    codes, scale = kv_data["fp8"]
+    fmt = "fp8" if name == "triton_fp8.py" else "mxfp4"
+    codes, scale = kv_data[fmt]
     launched = []
     module._launch = lambda plan, kernel, grid, args, constexprs, options: launched.append((kernel, args))
     module._PLANS[(2, q.shape[0], codes.shape[0], q.device)] = dict(
-        sm90=module.SM90_LAUNCH, grid=(2, 1), splits=1, part_out=None, part_lse=None, block_n=64,
-        options=dict(num_warps=4), direct={})
+        sm90=module.SM90_LAUNCH, grid=(2, 1), splits=1, q_groups=1, qk_scaled=False, part_out=None, part_lse=None,
+        block_n=64, options=dict(num_warps=4), direct={})
     raw = torch.empty(codes.numel() + 1, dtype=torch.uint8)
     shifted = raw[1:].view(codes.dtype).view(codes.shape)
     shifted.copy_(codes)
     for cache, aligned_as_given in ((codes, True), (shifted, False)):
         launched.clear()
-        module.custom_kernel((q, {**kv_data, "fp8": (cache, scale)}, qo_indptr, kv_indptr, config))
+        module.custom_kernel((q, {**kv_data, fmt: (cache, scale)}, qo_indptr, kv_indptr, config))
         kv_arg = next(args[1] for kernel, args in launched if kernel is module._mla_decode_sm90_kernel)
         assert kv_arg.data_ptr() % 16 == 0 and torch.equal(kv_arg.view(torch.uint8), codes.view(torch.uint8))
-        assert (kv_arg is cache) == aligned_as_given
+        assert (kv_arg.data_ptr() == cache.data_ptr()) == aligned_as_given   # the same memory, or a copy
 
 
 def _run_interpreted(argv: list[str], timeout: float):

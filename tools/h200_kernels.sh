@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 16 on the H200 (device tool, carry .whl): the bundled fp8 file's tests on the GPU (its sm_90
-# Gluon path), then its knob sweep beside bf16: the Gluon path on and off, and its settings.
-#   bash tools/h200_kernels.sh            # OUT=<folder> for the logs; CASES, CONFIGS override
+# Issue 16 on the H200 (device tool, carry .whl): a bundled file's sm_90 Gluon path forced on every
+# test case (tools/sm90_check.py), the file's tests on the GPU, then its knob sweep beside bf16: the
+# Gluon path on and off, and its settings.
+#   FILE=mxfp4 bash tools/h200_kernels.sh   # FILE: fp8 (default) or mxfp4; OUT=<folder> for the logs;
+#                                           # CASES, PROFILE, *_SECONDS override (BF16_SECONDS=0: no bf16)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-results/device}
@@ -9,25 +11,28 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
+FILE=${FILE:-fp8}
+timeout ${CHECK_SECONDS:-150} python3 tools/sm90_check.py --file "$FILE" > "$OUT/sm90_check_$FILE.txt" 2>&1
+echo "sm90_check rc=$?"; tail -16 "$OUT/sm90_check_$FILE.txt"
 timeout ${TEST_SECONDS:-200} python3 eval.py --mode test --no-progress --db /tmp/k.db --logs /tmp/klogs --sandbox off \
-  --submission submissions/triton_fp8.py > "$OUT/test_fp8.txt" 2>&1
-echo "test rc=$?"; tail -25 "$OUT/test_fp8.txt"
+  --submission "submissions/triton_$FILE.py" > "$OUT/test_$FILE.txt" 2>&1
+echo "test rc=$?"; tail -25 "$OUT/test_$FILE.txt"
 CASES=${CASES:-0,1,2,3,4,5,6,7}
-timeout ${SWEEP_SECONDS:-300} python3 tools/knob_sweep.py submissions/triton_fp8.py --cases "$CASES" \
-  --config '{}' --config '{"SM90_GLUON": false}' --config '{"SM90_WIDE": false}' \
-  > "$OUT/sweep_fp8.txt" 2> "$OUT/sweep_fp8.err"
-echo "sweep fp8 rc=$?"; tail -5 "$OUT/sweep_fp8.err"
-timeout ${BF16_SECONDS:-60} python3 tools/knob_sweep.py submissions/triton_bf16.py --cases "$CASES" --config '{}' \
+timeout ${SWEEP_SECONDS:-300} python3 tools/knob_sweep.py "submissions/triton_$FILE.py" --cases "$CASES" \
+  --config '{}' --config '{"SM90_GLUON": false}' --config '{"SM90_WIDE": false}' ${EXTRA_CONFIGS:-} \
+  > "$OUT/sweep_$FILE.txt" 2> "$OUT/sweep_$FILE.err"
+echo "sweep $FILE rc=$?"; tail -5 "$OUT/sweep_$FILE.err"
+[[ ${BF16_SECONDS:-60} == 0 ]] || timeout ${BF16_SECONDS:-60} python3 tools/knob_sweep.py submissions/triton_bf16.py --cases "$CASES" --config '{}' \
   > "$OUT/sweep_bf16.txt" 2> "$OUT/sweep_bf16.err"
 echo "sweep bf16 rc=$?"
-if [[ -n ${PROFILE:-} ]]; then  # Nsight Compute on the fp8 file's kernels, PROFILE="<case index> ..."
+if [[ -n ${PROFILE:-} ]]; then  # Nsight Compute on the file's kernels, PROFILE="<case index> ..."
   export PATH=$PATH:/usr/local/cuda/bin
   for case in $PROFILE; do
     timeout 120 ncu --profile-from-start off --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
-      --section WarpStateStats --section SchedulerStats -k regex:mla_decode -o "$OUT/fp8_case$case" \
-      python3 tools/ncu_case.py submissions/triton_fp8.py "$case" > "$OUT/ncu_$case.log" 2>&1
-    ncu --import "$OUT/fp8_case$case.ncu-rep" --page details --print-units base > "$OUT/fp8_case$case.txt" 2>&1
-    echo "== case $case"; grep -E "Duration|DRAM Throughput|L1/TEX Cache|Warp Cycles Per Issued|Eligible Warps" "$OUT/fp8_case$case.txt" | head -8
+      --section WarpStateStats --section SchedulerStats -k regex:mla_decode -o "$OUT/${FILE}_case$case" \
+      python3 tools/ncu_case.py "submissions/triton_$FILE.py" "$case" > "$OUT/ncu_$case.log" 2>&1
+    ncu --import "$OUT/${FILE}_case$case.ncu-rep" --page details --print-units base > "$OUT/${FILE}_case$case.txt" 2>&1
+    echo "== case $case"; grep -E "Duration|DRAM Throughput|L1/TEX Cache|Warp Cycles Per Issued|Eligible Warps" "$OUT/${FILE}_case$case.txt" | head -8
   done
 fi
-tail -3 "$OUT/sweep_bf16.err"; tail -8 "$OUT/sweep_fp8.txt"; tail -3 "$OUT/sweep_bf16.txt"
+tail -8 "$OUT/sweep_$FILE.txt"; [[ ! -f "$OUT/sweep_bf16.txt" ]] || tail -3 "$OUT/sweep_bf16.txt"

@@ -1,15 +1,17 @@
-"""Check triton_fp8.py's Gluon path (sm_90) on every test case and on ragged long batches (GPU).
+"""Check the Gluon path (sm_90) of triton_fp8.py or triton_mxfp4.py on every test case and on ragged
+long batches (GPU).
 
 The harness's tests run each file as it plans itself, which gives the Gluon kernel only the test
 cases it is chosen for. Here it is forced on for every batch of one query row (SM90_SHORT_KV), and
 each output is checked against the task's check, with the plan (launch, splits) printed beside it.
 
 Usage (an sm_90 GPU machine, repo root):
-    python tools/sm90_check.py
+    python tools/sm90_check.py [--file fp8|mxfp4]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -28,7 +30,10 @@ RAGGED = (  # long and short sequences in one batch: empty chunks, partial tiles
 
 
 def main() -> int:
-    module = load_module(str(ROOT / "submissions" / "triton_fp8.py"), "sm90_check")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--file", choices=("fp8", "mxfp4"), default="fp8")
+    fmt = parser.parse_args().file
+    module = load_module(str(ROOT / "submissions" / f"triton_{fmt}.py"), "sm90_check")
     module.SM90_SHORT_KV = True
     problem = load_problem(ROOT / "task.yml")
     device = detect("cuda").torch_device
@@ -37,9 +42,9 @@ def main() -> int:
     for args, seed in cases:
         data = problem.generate(args, seed, device)
         ok, why = problem.check(module.custom_kernel(data), problem.expected(data))
-        plan = module._PLANS[(args["batchsize"], data[0].shape[0], data[1]["fp8"][0].shape[0], data[0].device)]
+        plan = module._PLANS[(args["batchsize"], data[0].shape[0], data[1][fmt][0].shape[0], data[0].device)]
         path = "gluon" + (" wide" if plan["sm90"] is module.SM90_WIDE_LAUNCH else "") if plan["sm90"] else "portable"
-        print(f"{problem.label(args):>24}  {path:<10} splits {plan['splits']:>3}  {'ok' if ok else 'WRONG'}  {why}")
+        print(f"{problem.label(args):>24}  {path:<10} groups {plan['q_groups']} splits {plan['splits']:>3}  {'ok' if ok else 'WRONG'}  {why}")
         failed += not ok
     print(f"{len(cases) - failed} of {len(cases)} match")
     return 1 if failed else 0
