@@ -171,8 +171,8 @@ SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   #
                    stages=2, pv_buffers=2)
 SM90_WIDE_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=2,  # ~111 KB: 2 per SM
                         stages=1, pv_buffers=1)
-SM90_WIDE = True             # the two-per-SM launch when the sequences alone fill every SM
-SM90_SHORT_KV = False        # also for a few short sequences
+SM90_WIDE = False            # the two-per-SM launch when the sequences alone fill every SM (session 17: no faster)
+SM90_SHORT_KV = True         # also for a few short sequences (session 17: faster at 4x1k, 32x1k, 64x1k)
 # stages: packed tiles in flight (cp.async), 18 KB each; pv_buffers: decoded bf16 value tiles
 # (64 KB each), 2 lets a tile's P.V run on while the next tile decodes.
 SM90_DECODE_ROWS = 16        # cache rows decoded at a time (bounds registers)
@@ -485,6 +485,10 @@ if gluon is not None:
         # MMA accumulators: S^T with 4 warps down the tile's rows (and W // 4 across the heads),
         # O^T (even and odd halves) with W warps down the value dims.
         nope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [2, 16, 1], [W, 1, 1], [2, 1, 0])   # [rows, 16, 16] u8
+        # Decoding the latent part: half a block (8 bytes) per thread, a warp along one row, so the
+        # decoded rows reach the swizzled tiles without bank conflicts (gl.bank_conflicts: 0, against
+        # 1 for a block per thread).
+        dec_l: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 16, 2], [W, 1, 1], [2, 1, 0])
         rope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [16, 2, 1], [W, 1, 1], [2, 1, 0])   # [rows, 2, 16] u8
         exp_l: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [W, 1], [1, 0])                  # [BLOCK_N, 16] u8
         rexp_l: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [W, 1], [1, 0])                # [BLOCK_N, 2] u8
@@ -567,7 +571,7 @@ if gluon is not None:
                     _sm90_decode(nope_smem.index(stage).slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
                                  exp_smem.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
                                  ve.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
-                                 vo.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0), DECODE_ROWS, nope_l)
+                                 vo.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0), DECODE_ROWS, dec_l)
                 _sm90_decode(rope_smem.index(stage), rexp_smem, re_smem, ro_smem, BLOCK_N, rope_l)
                 fence_async_shared()                      # decoded tiles, read next by the tensor cores
                 gl.thread_barrier()

@@ -117,10 +117,10 @@ def test_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatch, n
 
 @pytest.mark.parametrize("name", GLUON_FILES)
 def test_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch, name):
-    """With the Gluon kernel chosen (as on an H200: 132 SMs), the long benchmark shapes of one
-    query row it is chosen for get its launch (64-row tiles, one program per SM, its shared memory allows no
-    more; two where the sequences alone fill the GPU) and a split-K grid of at most one wave; a few short
-    sequences keep the portable kernel."""
+    """With the Gluon kernel chosen (as on an H200: 132 SMs), the benchmark shapes of one query
+    row it is chosen for (the long ones; every one with SM90_SHORT_KV) get its launch (64-row tiles,
+    one program per SM, its shared memory allows no more; two where the sequences alone fill the GPU
+    and SM90_WIDE is on) and a split-K grid of at most one wave; the others keep the portable kernel."""
     import types
 
     import torch
@@ -135,15 +135,16 @@ def test_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch, n
         batch, q_len, kv_len = case.args["batchsize"], case.args["qseqlen"], case.args["kvseqlen"]
         plan = module._make_plan(batch, batch * q_len, batch * kv_len, torch.device("meta"))
         programs, splits = plan["grid"]
-        chosen_here = q_len == 1 and (kv_len >= module.LONG_KV or batch >= 132)
+        chosen_here = q_len == 1 and (kv_len >= module.LONG_KV or batch >= 132 or module.SM90_SHORT_KV)
         assert bool(plan["sm90"]) == chosen_here, case.args
         if chosen_here:
             chosen += 1
-            assert plan["sm90"] is (module.SM90_WIDE_LAUNCH if batch >= 132 else module.SM90_LAUNCH), case.args
+            wide = module.SM90_WIDE and batch >= 132
+            assert plan["sm90"] is (module.SM90_WIDE_LAUNCH if wide else module.SM90_LAUNCH), case.args
             assert plan["block_n"] == 64
             slots = 132 * plan["sm90"]["programs_per_sm"]
             assert programs == batch and programs * splits <= max(slots, programs), (case.args, plan["grid"])
-    assert chosen == 5   # the four 8k shapes and 256 x 1k
+    assert chosen == (8 if module.SM90_SHORT_KV else 5)   # every shape, or the four 8k ones and 256 x 1k
     plan = module._make_plan(8, 32, 8 * 8192, torch.device("meta"))   # 4 query rows per sequence
     if plan["q_rows"] > 1:
         assert not plan["sm90"]   # (fp8) several rows per program: the portable kernel
