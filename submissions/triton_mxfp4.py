@@ -117,7 +117,7 @@ try:                         # Gluon (Triton's explicit-layout dialect): the sm_
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.ampere import async_copy as gl_async_copy
-    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, warpgroup_mma,
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
                                                                     warpgroup_mma_init, warpgroup_mma_wait)
 except ImportError:          # an older Triton: the portable kernel everywhere
     gluon = None
@@ -176,6 +176,9 @@ SM90_SHORT_KV = True         # also for a few short sequences (session 17: faste
 # stages: packed tiles in flight (cp.async), 18 KB each; pv_buffers: decoded bf16 value tiles
 # (64 KB each), 2 lets a tile's P.V run on while the next tile decodes.
 SM90_DECODE_ROWS = 16        # cache rows decoded at a time (bounds registers)
+SM90_WS = True               # warp-specialized: 4 decoder warps beside the MMA warpgroup (else one warpgroup
+                             # does both in turn); pv_buffers is then the depth of the decoded-tile ring
+SM90_DECODER_REGS = 232      # registers per thread of the decoder warps (setmaxnreg)
 
 NUM_HEADS = 16
 D_NOPE = 512                 # latent dims: the value, and the first part of the key
@@ -625,6 +628,198 @@ if gluon is not None:
                 gl.store(part_lse_ptr + lse_row * NUM_SPLITS + split, lse)
 
 
+    # -----------------------------------------------------------------------------------------
+    # The same, warp-specialized: four "decoder" warps copy and decode tiles into a ring of
+    # decoded buffers while the kernel's own warpgroup runs q.K^T, the softmax and P.V on them
+    # (mbarriers between the two). One warpgroup alone issues one instruction every ~3 cycles
+    # (Nsight Compute, session 17); here the decoding no longer waits on the MMAs and softmax.
+    # -----------------------------------------------------------------------------------------
+    @gluon.jit
+    def _sm90_ws_decoder(packed_ptr, scale_ptr, stride_packed_row, stride_scale_row, chunk_start, chunk_end,
+                         n_tiles, q_start, q_end, group,
+                         nope_smem, rope_smem, exp_smem, rexp_smem, ve_smem, vo_smem, re_smem, ro_smem,
+                         ready, empty, Q_GROUPS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                         NBUF: gl.constexpr, DECODE_ROWS: gl.constexpr):
+        DW: gl.constexpr = 4                      # this partition's warps
+        NB: gl.constexpr = 16
+        nope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [2, 16, 1], [DW, 1, 1], [2, 1, 0])
+        dec_l: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 16, 2], [DW, 1, 1], [2, 1, 0])
+        rope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [16, 2, 1], [DW, 1, 1], [2, 1, 0])
+        exp_l: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [DW, 1], [1, 0])
+        rexp_l: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [DW, 1], [1, 0])
+        count = 0                                 # tiles decoded so far (all query rows): ring position
+        for q_row in range(q_start + group, q_end, Q_GROUPS):
+            for t in gl.static_range(STAGES):
+                _sm90_issue_packed(nope_smem.index(t), rope_smem.index(t), packed_ptr, chunk_start + t * BLOCK_N,
+                                   chunk_end, stride_packed_row, BLOCK_N, nope_l, rope_l)
+                gl_async_copy.commit_group()
+            e_next = _sm90_load_exponents(scale_ptr, chunk_start, chunk_end, stride_scale_row, BLOCK_N, NB, 0, exp_l)
+            r_next = _sm90_load_exponents(scale_ptr, chunk_start, chunk_end, stride_scale_row, BLOCK_N, 2, NB, rexp_l)
+            for t in range(n_tiles):
+                exp_smem.store(e_next)
+                rexp_smem.store(r_next)
+                gl_async_copy.wait_group(STAGES - 1)
+                gl.thread_barrier()                   # every decoder thread's copies and exponents
+                row0 = chunk_start + t * BLOCK_N
+                e_next = _sm90_load_exponents(scale_ptr, row0 + BLOCK_N, chunk_end, stride_scale_row, BLOCK_N, NB, 0,
+                                              exp_l)
+                r_next = _sm90_load_exponents(scale_ptr, row0 + BLOCK_N, chunk_end, stride_scale_row, BLOCK_N, 2, NB,
+                                              rexp_l)
+                stage = t % STAGES
+                buf = count % NBUF
+                mbarrier.wait(empty.index(buf), ((count // NBUF) & 1) ^ 1)   # the MMAs are done with it
+                ve = ve_smem.index(buf)
+                vo = vo_smem.index(buf)
+                for r in gl.static_range(BLOCK_N // DECODE_ROWS):
+                    _sm90_decode(nope_smem.index(stage).slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
+                                 exp_smem.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
+                                 ve.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
+                                 vo.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0), DECODE_ROWS, dec_l)
+                _sm90_decode(rope_smem.index(stage), rexp_smem, re_smem.index(buf), ro_smem.index(buf), BLOCK_N,
+                             rope_l)
+                fence_async_shared()                  # decoded tiles, read next by the tensor cores
+                gl.thread_barrier()                   # every decoder thread's stores, and reads of the stage
+                mbarrier.arrive(ready.index(buf))
+                _sm90_issue_packed(nope_smem.index(stage), rope_smem.index(stage), packed_ptr,
+                                   row0 + STAGES * BLOCK_N, chunk_end, stride_packed_row, BLOCK_N, nope_l, rope_l)
+                gl_async_copy.commit_group()
+                count += 1
+            gl_async_copy.wait_group(0)
+            gl.thread_barrier()
+
+    @gluon.jit
+    def _sm90_ws_mma(q_ptr, out_ptr, part_out_ptr, part_lse_ptr, qk_scale, stride_q_row, stride_q_head,
+                     chunk_start, chunk_end, n_tiles, q_start, q_end, group, split,
+                     ve_smem, vo_smem, re_smem, ro_smem, qe_smem, qo_smem, qre_smem, qro_smem, p_smem,
+                     ready, empty, Q_GROUPS: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr,
+                     NBUF: gl.constexpr):
+        W: gl.constexpr = 4
+        H: gl.constexpr = 16
+        HV: gl.constexpr = 256
+        q_l: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [W, 1], [1, 0])
+        qr_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])
+        s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 16])
+        o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, 16, 16])
+        count = 0
+        for q_row in range(q_start + group, q_end, Q_GROUPS):
+            _sm90_stage_q(q_ptr, q_row, stride_q_row, stride_q_head, 0, HV, qe_smem, qo_smem, q_l)
+            _sm90_stage_q(q_ptr, q_row, stride_q_row, stride_q_head, 2 * HV, 32, qre_smem, qro_smem, qr_l)
+            fence_async_shared()
+            gl.thread_barrier()
+            m_i = gl.full([H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_l))   # log2 units
+            l_acc = gl.zeros([BLOCK_N, H], gl.float32, layout=s_l)
+            acc_e = warpgroup_mma_init(gl.zeros([HV, H], gl.float32, layout=o_l))
+            acc_o = warpgroup_mma_init(gl.zeros([HV, H], gl.float32, layout=o_l))
+            for t in range(n_tiles):
+                buf = count % NBUF
+                mbarrier.wait(ready.index(buf), (count // NBUF) & 1)
+                ve = ve_smem.index(buf)
+                vo = vo_smem.index(buf)
+                p_buf = p_smem.index(buf)
+                s = warpgroup_mma(ve, qe_smem.permute((1, 0)), gl.zeros([BLOCK_N, H], gl.float32, layout=s_l),
+                                  use_acc=False, is_async=True)
+                s = warpgroup_mma(vo, qo_smem.permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(re_smem.index(buf), qre_smem.permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(ro_smem.index(buf), qro_smem.permute((1, 0)), s, is_async=True)
+                s, acc_e, acc_o = warpgroup_mma_wait(num_outstanding=0, deps=(s, acc_e, acc_o))
+                # The previous tile's P.V has ended with that wait: its buffer goes back to the decoders.
+                mbarrier.arrive(empty.index((count + NBUF - 1) % NBUF), pred=t > 0)
+
+                rows = chunk_start + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_l))
+                s = gl.where((rows < chunk_end)[:, None], s * qk_scale, float("-inf"))
+                m_new = gl.maximum(m_i, gl.max(s, 0))
+                alpha = gl.exp2(m_i - m_new)
+                p = gl.exp2(s - m_new[None, :])
+                l_acc = l_acc * alpha[None, :] + p
+                m_i = m_new
+                p_buf.store(gl.permute(p.to(gl.bfloat16), [1, 0]))
+                fence_async_shared()
+                gl.thread_barrier()                   # every warp's P
+                alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_l))[None, :]
+                acc_e = warpgroup_mma(ve.permute((1, 0)), p_buf.permute((1, 0)), acc_e * alpha_o, is_async=True)
+                acc_o = warpgroup_mma(vo.permute((1, 0)), p_buf.permute((1, 0)), acc_o * alpha_o, is_async=True)
+                count += 1
+            acc_e, acc_o = warpgroup_mma_wait(num_outstanding=0, deps=(acc_e, acc_o))
+            mbarrier.arrive(empty.index((count + NBUF - 1) % NBUF), pred=n_tiles > 0)
+            l_i = gl.sum(l_acc, 0)
+
+            has_rows = l_i > 0.0
+            norm = gl.convert_layout(1.0 / gl.where(has_rows, l_i, 1.0), gl.SliceLayout(0, o_l))[None, :]
+            col = 2 * gl.arange(0, HV, layout=gl.SliceLayout(1, o_l))[:, None]
+            out_row = q_row * H + gl.arange(0, H, layout=gl.SliceLayout(0, o_l))[None, :]
+            if NUM_SPLITS == 1:
+                dst = out_ptr + out_row * (2 * HV) + col
+                gl.store(dst, (acc_e * norm).to(out_ptr.dtype.element_ty))
+                gl.store(dst + 1, (acc_o * norm).to(out_ptr.dtype.element_ty))
+            else:
+                dst = part_out_ptr + (out_row * NUM_SPLITS + split) * (2 * HV) + col
+                gl.store(dst, (acc_e * norm).to(part_out_ptr.dtype.element_ty))
+                gl.store(dst + 1, (acc_o * norm).to(part_out_ptr.dtype.element_ty))
+                lse = gl.where(has_rows, m_i + gl.log2(gl.where(has_rows, l_i, 1.0)), float("-inf"))
+                lse_row = q_row * H + gl.arange(0, H, layout=gl.SliceLayout(0, s_l))
+                gl.store(part_lse_ptr + lse_row * NUM_SPLITS + split, lse)
+            gl.thread_barrier()                       # q's buffers are rewritten for the next row
+
+    @gluon.jit
+    def _mla_decode_sm90_ws_kernel(
+        q_ptr, packed_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr,
+        out_ptr, part_out_ptr, part_lse_ptr, qk_scale,
+        stride_q_row, stride_q_head, stride_packed_row, stride_scale_row,
+        Q_GROUPS: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+        NBUF: gl.constexpr, DECODE_ROWS: gl.constexpr, DECODER_REGS: gl.constexpr,
+    ):
+        H: gl.constexpr = 16
+        HV: gl.constexpr = 256
+        HR: gl.constexpr = 32
+        NB: gl.constexpr = 16
+        plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+        plain2: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        v_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HV], gl.bfloat16)
+        r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HR], gl.bfloat16)
+        nope_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, NB, 16], plain3)
+        rope_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 2, 16], plain3)
+        exp_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, NB], plain2)
+        rexp_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 2], plain2)
+        ve_smem = gl.allocate_shared_memory(gl.bfloat16, [NBUF, BLOCK_N, HV], v_layout)
+        vo_smem = gl.allocate_shared_memory(gl.bfloat16, [NBUF, BLOCK_N, HV], v_layout)
+        re_smem = gl.allocate_shared_memory(gl.bfloat16, [NBUF, BLOCK_N, HR], r_layout)
+        ro_smem = gl.allocate_shared_memory(gl.bfloat16, [NBUF, BLOCK_N, HR], r_layout)
+        qe_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HV], gl.NVMMASharedLayout.get_default_for([H, HV], gl.bfloat16))
+        qo_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HV], gl.NVMMASharedLayout.get_default_for([H, HV], gl.bfloat16))
+        qre_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HR], gl.NVMMASharedLayout.get_default_for([H, HR], gl.bfloat16))
+        qro_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HR], gl.NVMMASharedLayout.get_default_for([H, HR], gl.bfloat16))
+        p_smem = gl.allocate_shared_memory(gl.bfloat16, [NBUF, H, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([H, BLOCK_N], gl.bfloat16))
+        ready = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())   # decoded, for the MMAs
+        empty = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())   # read, for the decoders
+        for i in gl.static_range(NBUF):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=1)
+
+        seq = gl.program_id(0) // Q_GROUPS
+        group = gl.program_id(0) % Q_GROUPS
+        split = gl.program_id(1)
+        kv_start = gl.load(kv_indptr_ptr + seq)
+        kv_end = gl.load(kv_indptr_ptr + seq + 1)
+        chunk = gl.cdiv(gl.cdiv(kv_end - kv_start, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        chunk_start = kv_start + split * chunk
+        chunk_end = gl.minimum(chunk_start + chunk, kv_end)
+        n_tiles = gl.maximum(gl.cdiv(chunk_end - chunk_start, BLOCK_N), 0)
+        q_start = gl.load(qo_indptr_ptr + seq)
+        q_end = gl.load(qo_indptr_ptr + seq + 1)
+
+        gl.warp_specialize([
+            (_sm90_ws_mma, (q_ptr, out_ptr, part_out_ptr, part_lse_ptr, qk_scale, stride_q_row, stride_q_head,
+                            chunk_start, chunk_end, n_tiles, q_start, q_end, group, split,
+                            ve_smem, vo_smem, re_smem, ro_smem, qe_smem, qo_smem, qre_smem, qro_smem, p_smem,
+                            ready, empty, Q_GROUPS, NUM_SPLITS, BLOCK_N, NBUF)),
+            (_sm90_ws_decoder, (packed_ptr, scale_ptr, stride_packed_row, stride_scale_row, chunk_start, chunk_end,
+                                n_tiles, q_start, q_end, group,
+                                nope_smem, rope_smem, exp_smem, rexp_smem, ve_smem, vo_smem, re_smem, ro_smem,
+                                ready, empty, Q_GROUPS, BLOCK_N, STAGES, NBUF, DECODE_ROWS)),
+        ], [4], [DECODER_REGS])
+
+
 def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     """Whether launches on `device` take the Gluon kernel: an NVIDIA sm_90 GPU, a Triton version in
     SM90_TRITON with Gluon, and the SM90_GLUON knob on."""
@@ -810,13 +1005,18 @@ def custom_kernel(data) -> torch.Tensor:
     if plan["sm90"]:
         if packed.data_ptr() % 16 or packed.stride(0) % 16 or packed.stride(-1) != 1:
             packed = packed.clone(memory_format=torch.contiguous_format)   # cp.async moves aligned 16-byte pieces
-        _launch(plan, _mla_decode_sm90_kernel, plan["grid"],
-                (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], sm_scale * LOG2E,
-                 q.stride(0), q.stride(1), packed.stride(0), scales.stride(0)),
-                dict(Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
-                     STAGES=plan["sm90"]["stages"], W=plan["options"]["num_warps"],
-                     PV_BUFFERS=plan["sm90"]["pv_buffers"], DECODE_ROWS=SM90_DECODE_ROWS),
-                plan["options"])
+        args = (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], sm_scale * LOG2E,
+                q.stride(0), q.stride(1), packed.stride(0), scales.stride(0))
+        common = dict(Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
+                      STAGES=plan["sm90"]["stages"])
+        if SM90_WS:
+            _launch(plan, _mla_decode_sm90_ws_kernel, plan["grid"], args,
+                    dict(common, NBUF=plan["sm90"]["pv_buffers"], DECODE_ROWS=SM90_DECODE_ROWS,
+                         DECODER_REGS=SM90_DECODER_REGS), plan["options"])
+        else:
+            _launch(plan, _mla_decode_sm90_kernel, plan["grid"], args,
+                    dict(common, W=plan["options"]["num_warps"], PV_BUFFERS=plan["sm90"]["pv_buffers"],
+                         DECODE_ROWS=SM90_DECODE_ROWS), plan["options"])
     else:
         _launch(plan, _mla_decode_kernel, plan["grid"],
                 (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], q_scale,

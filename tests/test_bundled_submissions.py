@@ -177,7 +177,8 @@ def test_gluon_path_gets_a_16_byte_aligned_cache(problem, cpu, name):
     for cache, aligned_as_given in ((codes, True), (shifted, False)):
         launched.clear()
         module.custom_kernel((q, {**kv_data, fmt: (cache, scale)}, qo_indptr, kv_indptr, config))
-        kv_arg = next(args[1] for kernel, args in launched if kernel is module._mla_decode_sm90_kernel)
+        sm90_kernels = (module._mla_decode_sm90_kernel, getattr(module, "_mla_decode_sm90_ws_kernel", None))
+        kv_arg = next(args[1] for kernel, args in launched if kernel in sm90_kernels)
         assert kv_arg.data_ptr() % 16 == 0 and torch.equal(kv_arg.view(torch.uint8), codes.view(torch.uint8))
         assert (kv_arg.data_ptr() == cache.data_ptr()) == aligned_as_given   # the same memory, or a copy
 
