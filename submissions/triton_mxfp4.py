@@ -178,7 +178,8 @@ SM90_SHORT_KV = True         # also for a few short sequences (session 17: faste
 SM90_DECODE_ROWS = 16        # cache rows decoded at a time (bounds registers)
 SM90_WS = True               # warp-specialized: 4 decoder warps beside the MMA warpgroup (else one warpgroup
                              # does both in turn); pv_buffers is then the depth of the decoded-tile ring
-SM90_DECODER_REGS = 232      # registers per thread of the decoder warps (setmaxnreg)
+SM90_DECODER_WARPS = 8       # warps of the decoder partition (4 or 8; session 17: 8 faster)
+SM90_DECODER_REGS = 168      # registers per thread of the decoder warps (setmaxnreg; the MMA warpgroup gets the rest)
 
 NUM_HEADS = 16
 D_NOPE = 512                 # latent dims: the value, and the first part of the key
@@ -629,7 +630,7 @@ if gluon is not None:
 
 
     # -----------------------------------------------------------------------------------------
-    # The same, warp-specialized: four "decoder" warps copy and decode tiles into a ring of
+    # The same, warp-specialized: "decoder" warps copy and decode tiles into a ring of
     # decoded buffers while the kernel's own warpgroup runs q.K^T, the softmax and P.V on them
     # (mbarriers between the two). One warpgroup alone issues one instruction every ~3 cycles
     # (Nsight Compute, session 17); here the decoding no longer waits on the MMAs and softmax.
@@ -639,12 +640,11 @@ if gluon is not None:
                          n_tiles, q_start, q_end, group,
                          nope_smem, rope_smem, exp_smem, rexp_smem, ve_smem, vo_smem, re_smem, ro_smem,
                          ready, empty, Q_GROUPS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                         NBUF: gl.constexpr, DECODE_ROWS: gl.constexpr):
-        DW: gl.constexpr = 4                      # this partition's warps
+                         NBUF: gl.constexpr, DECODE_ROWS: gl.constexpr, DW: gl.constexpr):
         NB: gl.constexpr = 16
         nope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [2, 16, 1], [DW, 1, 1], [2, 1, 0])
         dec_l: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 16, 2], [DW, 1, 1], [2, 1, 0])
-        rope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [16, 2, 1], [DW, 1, 1], [2, 1, 0])
+        rope_l: gl.constexpr = gl.BlockedLayout([1, 1, 8], [8, 2, 2], [DW, 1, 1], [2, 1, 0])
         exp_l: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [DW, 1], [1, 0])
         rexp_l: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [DW, 1], [1, 0])
         count = 0                                 # tiles decoded so far (all query rows): ring position
@@ -766,7 +766,7 @@ if gluon is not None:
         out_ptr, part_out_ptr, part_lse_ptr, qk_scale,
         stride_q_row, stride_q_head, stride_packed_row, stride_scale_row,
         Q_GROUPS: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-        NBUF: gl.constexpr, DECODE_ROWS: gl.constexpr, DECODER_REGS: gl.constexpr,
+        NBUF: gl.constexpr, DECODE_ROWS: gl.constexpr, DECODER_WARPS: gl.constexpr, DECODER_REGS: gl.constexpr,
     ):
         H: gl.constexpr = 16
         HV: gl.constexpr = 256
@@ -816,8 +816,8 @@ if gluon is not None:
             (_sm90_ws_decoder, (packed_ptr, scale_ptr, stride_packed_row, stride_scale_row, chunk_start, chunk_end,
                                 n_tiles, q_start, q_end, group,
                                 nope_smem, rope_smem, exp_smem, rexp_smem, ve_smem, vo_smem, re_smem, ro_smem,
-                                ready, empty, Q_GROUPS, BLOCK_N, STAGES, NBUF, DECODE_ROWS)),
-        ], [4], [DECODER_REGS])
+                                ready, empty, Q_GROUPS, BLOCK_N, STAGES, NBUF, DECODE_ROWS, DECODER_WARPS)),
+        ], [DECODER_WARPS], [DECODER_REGS])
 
 
 def _sm90_path(device: torch.device, interpreted: bool) -> bool:
@@ -1012,7 +1012,7 @@ def custom_kernel(data) -> torch.Tensor:
         if SM90_WS:
             _launch(plan, _mla_decode_sm90_ws_kernel, plan["grid"], args,
                     dict(common, NBUF=plan["sm90"]["pv_buffers"], DECODE_ROWS=SM90_DECODE_ROWS,
-                         DECODER_REGS=SM90_DECODER_REGS), plan["options"])
+                         DECODER_WARPS=SM90_DECODER_WARPS, DECODER_REGS=SM90_DECODER_REGS), plan["options"])
         else:
             _launch(plan, _mla_decode_sm90_kernel, plan["grid"], args,
                     dict(common, W=plan["options"]["num_warps"], PV_BUFFERS=plan["sm90"]["pv_buffers"],
