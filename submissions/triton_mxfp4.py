@@ -96,14 +96,36 @@ Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's n
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
-What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 5 and 16): geomean over the 8
-benchmark shapes 89.2 us in the audited leaderboard of session 16; 64 x 8192 in 222 us against 38 us
-for the bytes alone (17% of the copy rate, 19% at 256 x 8192). Nsight Compute at 64 x 8192 (session
-5): 36% of issue slots busy, 5.1 cycles between a warp's instructions, 2 warps per scheduler (229
-registers): the decode instructions are issued latency-bound at low occupancy. Capping registers for
-more programs per SM spills and loses (168: 106.7 us; 128: 153 us). What would lift it: the codes
-decoded once per tile into shared memory and fed to warpgroup MMAs with the 64 cache rows as M, as
-triton_fp8.py's sm_90 path does for fp8 (not yet tried for mxfp4).
+The sm_90 path (NVIDIA H100 / H200, Gluon)
+------------------------------------------
+On an sm_90 GPU, with a Triton version in SM90_TRITON, batches of one query row per program take
+`_mla_decode_sm90_ws_kernel`, written in Gluon (Triton's explicit-layout dialect). With M = 16 heads
+the portable kernel gets only `mma.sync`, and one warpgroup decodes, multiplies and normalises in
+turn. Here the work is split between warps (`gl.warp_specialize`): SM90_DECODER_WARPS decoder warps
+copy each 64-row tile's packed codes by cp.async, decode them once with the PTX decoder above into
+bf16 tiles in shared memory (even and odd elements apart, as above; a ring of two), and signal an
+mbarrier; the kernel's own warpgroup takes the 64 cache rows as the M side of Hopper's warpgroup
+MMA, S^T = K . q^T and O^T += V^T . P^T (bf16, q as given: no quantization), runs the online
+softmax, and hands each decoded tile back as soon as its P.V has ended. The decoded rows reach the
+swizzled tiles without bank conflicts (Nsight Compute: 4.2 M conflicts -> 7 thousand).
+`_mla_decode_sm90_kernel` is the same without warp specialization (SM90_WS = False): one warpgroup
+doing everything in turn, 73.6 against 63.1 us (geomean, 4 decoder warps) in the same sweep.
+
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md session 17)
+-------------------------------------------------------------------
+The audited leaderboard of session 17, µs: 4x1k 15.5, 4x8k 22.3, 32x1k 22.2, 32x8k 78.1, 64x1k
+30.4, 64x8k 143.8, 256x1k 77.6, 256x8k 564.9 (geomean 57.2, from 89.8 for this file before the
+Gluon path; triton_bf16.py 63.6 in the same run). The cache is read at 27% / 28% of the copy
+bandwidth at 64x8k / 256x8k. Nsight Compute on the kernel at 64x8k (12 warps per SM, one program):
+DRAM 25% busy, L1/shared 69%, 0.47 instructions issued per scheduler and cycle with 0.79 warps
+eligible; a warp waits 6.3 cycles between instructions, mostly on shared-memory results (short
+scoreboard 1.52 per instruction), global loads (long scoreboard 0.92), barriers (0.63) and the
+math pipes (0.42). Neither DRAM nor shared memory is saturated: the decoder warps' instruction
+stream (~3.3 instructions per element, issued with too few warps to hide their latencies) and the
+MMA warpgroup's per-tile chain (q.K^T, a cross-warp max, P through shared memory, P.V) bound it.
+What would lift it: fewer decode instructions (the issue's byte-permute decode into fp8, with fp8
+q.K^T), and a deeper ring of decoded tiles so that decoding runs further ahead (shared memory
+allows two 74 KB bf16 tiles; fp8 tiles would allow more).
 """
 
 import math
@@ -167,14 +189,15 @@ E4M3_MAX = 448.0             # OCP fp8 e4m3 (MI355X's and NVIDIA's fp8): the que
 # was checked; everywhere else the portable one.
 SM90_GLUON = True
 SM90_TRITON = (("3", "6"),)  # (major, minor) versions where the Gluon kernel was checked and timed
-SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   # ~195 KB shared memory
+SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   # 208 KB shared memory
                    stages=2, pv_buffers=2)
 SM90_WIDE_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=2,  # ~111 KB: 2 per SM
                         stages=1, pv_buffers=1)
-SM90_WIDE = False            # the two-per-SM launch when the sequences alone fill every SM (session 17: no faster)
+SM90_WIDE = False            # the two-per-SM launch when the sequences alone fill every SM (session 17, SM90_WS off: no
+                             # faster; not measured warp-specialized)
 SM90_SHORT_KV = True         # also for a few short sequences (session 17: faster at 4x1k, 32x1k, 64x1k)
-# stages: packed tiles in flight (cp.async), 18 KB each; pv_buffers: decoded bf16 value tiles
-# (64 KB each), 2 lets a tile's P.V run on while the next tile decodes.
+# stages: packed tiles in flight (cp.async), 18 KB each; pv_buffers: decoded bf16 tiles
+# (72 KB each), 2 lets a tile's P.V run on while the next tile decodes.
 SM90_DECODE_ROWS = 16        # cache rows decoded at a time (bounds registers)
 SM90_WS = True               # warp-specialized: decoder warps beside the MMA warpgroup (else one warpgroup
                              # does both in turn); pv_buffers is then the depth of the decoded-tile ring
