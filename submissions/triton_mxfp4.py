@@ -108,8 +108,8 @@ mbarrier; the kernel's own warpgroup takes the 64 cache rows as the M side of Ho
 MMA, S^T = K . q^T and O^T += V^T . P^T (bf16, q as given: no quantization), runs the online
 softmax, and hands each decoded tile back as soon as its P.V has ended. The decoded rows reach the
 swizzled tiles without bank conflicts (Nsight Compute: 4.2 M conflicts -> 7 thousand).
-`_mla_decode_sm90_kernel` is the same without warp specialization (SM90_WS = False): one warpgroup
-doing everything in turn, 73.6 against 63.1 us (geomean, 4 decoder warps) in the same sweep.
+Session 17's first version, one warpgroup doing all of it in turn (since removed), measured 73.6
+against 63.1 us (geomean; 4 decoder warps) in the same sweep.
 
 What bounds it now (one H200, Triton 3.6; BENCHMARKS.md session 17)
 -------------------------------------------------------------------
@@ -191,16 +191,10 @@ SM90_GLUON = True
 SM90_TRITON = (("3", "6"),)  # (major, minor) versions where the Gluon kernel was checked and timed
 SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   # 208 KB shared memory
                    stages=2, pv_buffers=2)
-SM90_WIDE_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=2,  # ~111 KB: 2 per SM
-                        stages=1, pv_buffers=1)
-SM90_WIDE = False            # the two-per-SM launch when the sequences alone fill every SM (session 17, SM90_WS off: no
-                             # faster; not measured warp-specialized)
+# num_warps: the MMA warpgroup (the decoder warps come on top); stages: packed tiles in flight
+# (cp.async), 18 KB each; pv_buffers: the ring of decoded bf16 tiles (72 KB each).
 SM90_SHORT_KV = True         # also for a few short sequences (session 17: faster at 4x1k, 32x1k, 64x1k)
-# stages: packed tiles in flight (cp.async), 18 KB each; pv_buffers: decoded bf16 tiles
-# (72 KB each), 2 lets a tile's P.V run on while the next tile decodes.
 SM90_DECODE_ROWS = 16        # cache rows decoded at a time (bounds registers)
-SM90_WS = True               # warp-specialized: decoder warps beside the MMA warpgroup (else one warpgroup
-                             # does both in turn); pv_buffers is then the depth of the decoded-tile ring
 SM90_DECODER_WARPS = 8       # warps of the decoder partition (4 or 8; session 17: 8 faster)
 SM90_DECODER_REGS = 168      # registers per thread of the decoder warps (setmaxnreg; the MMA warpgroup gets the rest)
 SM90_EARLY_RELEASE = True    # the MMA warpgroup waits for each P.V at once and hands its buffer back (else
@@ -439,10 +433,12 @@ def _mla_decode_kernel(
 
 
 # ---------------------------------------------------------------------------------------------
-# The sm_90 fast path (Gluon): per 64-row tile, the packed codes arrive by cp.async, all warps
-# decode them once (the PTX decoder above) into bf16 tiles in shared memory, and warpgroup MMAs
-# take the 64 cache rows as M: S^T = K.q^T, then O^T += V^T.P^T, the previous tile's P.V running
-# while this one decodes.
+# The sm_90 fast path (Gluon, warp-specialized): per 64-row tile, "decoder" warps copy the packed
+# codes by cp.async and decode them once (the PTX decoder above) into a ring of bf16 tiles in shared
+# memory; the kernel's own warpgroup takes the 64 cache rows as the M side of warpgroup MMAs,
+# S^T = K.q^T and O^T += V^T.P^T, and runs the softmax; mbarriers pass the tiles between the two.
+# (One warpgroup doing all of it in turn issued one instruction every ~3 cycles and was 17% slower,
+# Nsight Compute and BENCHMARKS.md, session 17.)
 # ---------------------------------------------------------------------------------------------
 if gluon is not None:
     @gluon.jit
@@ -497,169 +493,6 @@ if gluon is not None:
         even_smem.store(gl.load(base).to(gl.bfloat16))
         odd_smem.store(gl.load(base + 1).to(gl.bfloat16))
 
-    @gluon.jit
-    def _mla_decode_sm90_kernel(
-        q_ptr, packed_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr,
-        out_ptr, part_out_ptr, part_lse_ptr, qk_scale,
-        stride_q_row, stride_q_head, stride_packed_row, stride_scale_row,
-        Q_GROUPS: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-        W: gl.constexpr, PV_BUFFERS: gl.constexpr, DECODE_ROWS: gl.constexpr,
-    ):
-        H: gl.constexpr = 16                      # heads
-        HV: gl.constexpr = 256                    # even (or odd) latent dims: bytes of a row's latent part
-        HR: gl.constexpr = 32                     # even (or odd) rope dims
-        NB: gl.constexpr = 16                     # exponents of the latent part (2 more for the rope)
-
-        # Register layouts (W warps). Packed codes: a block's 16 bytes per thread (one exponent).
-        # MMA accumulators: S^T with 4 warps down the tile's rows (and W // 4 across the heads),
-        # O^T (even and odd halves) with W warps down the value dims.
-        nope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [2, 16, 1], [W, 1, 1], [2, 1, 0])   # [rows, 16, 16] u8
-        # Decoding the latent part: half a block (8 bytes) per thread, a warp along one row, so the
-        # decoded rows reach the swizzled tiles without bank conflicts (gl.bank_conflicts: 0, against
-        # 1 for a block per thread).
-        dec_l: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 16, 2], [W, 1, 1], [2, 1, 0])
-        rope_l: gl.constexpr = gl.BlockedLayout([1, 1, 16], [16, 2, 1], [W, 1, 1], [2, 1, 0])   # [rows, 2, 16] u8
-        exp_l: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [W, 1], [1, 0])                  # [BLOCK_N, 16] u8
-        rexp_l: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [W, 1], [1, 0])                # [BLOCK_N, 2] u8
-        q_l: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [W, 1], [1, 0])                   # [16, 256]
-        qr_l: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])                   # [16, 32]
-        s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, W // 4],
-                                                      instr_shape=[16, 64 // W, 16])
-        o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1],
-                                                      instr_shape=[16, 16, 16])
-        plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
-        plain2: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-
-        nope_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, NB, 16], plain3)
-        rope_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 2, 16], plain3)
-        exp_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, NB], plain2)
-        rexp_smem = gl.allocate_shared_memory(gl.uint8, [BLOCK_N, 2], plain2)
-        v_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HV], gl.bfloat16)
-        r_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HR], gl.bfloat16)
-        ve_smem = gl.allocate_shared_memory(gl.bfloat16, [PV_BUFFERS, BLOCK_N, HV], v_layout)   # even latent dims
-        vo_smem = gl.allocate_shared_memory(gl.bfloat16, [PV_BUFFERS, BLOCK_N, HV], v_layout)   # odd latent dims
-        re_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_N, HR], r_layout)
-        ro_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_N, HR], r_layout)
-        qe_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HV], gl.NVMMASharedLayout.get_default_for([H, HV], gl.bfloat16))
-        qo_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HV], gl.NVMMASharedLayout.get_default_for([H, HV], gl.bfloat16))
-        qre_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HR], gl.NVMMASharedLayout.get_default_for([H, HR], gl.bfloat16))
-        qro_smem = gl.allocate_shared_memory(gl.bfloat16, [H, HR], gl.NVMMASharedLayout.get_default_for([H, HR], gl.bfloat16))
-        p_smem = gl.allocate_shared_memory(gl.bfloat16, [PV_BUFFERS, H, BLOCK_N],
-                                           gl.NVMMASharedLayout.get_default_for([H, BLOCK_N], gl.bfloat16))
-
-        seq = gl.program_id(0) // Q_GROUPS
-        group = gl.program_id(0) % Q_GROUPS
-        split = gl.program_id(1)
-        kv_start = gl.load(kv_indptr_ptr + seq)
-        kv_end = gl.load(kv_indptr_ptr + seq + 1)
-        chunk = gl.cdiv(gl.cdiv(kv_end - kv_start, NUM_SPLITS), BLOCK_N) * BLOCK_N
-        chunk_start = kv_start + split * chunk
-        chunk_end = gl.minimum(chunk_start + chunk, kv_end)
-        n_tiles = gl.cdiv(chunk_end - chunk_start, BLOCK_N)
-
-        # One query row at a time; the plan's groups interleave (row q_start + group, then every
-        # Q_GROUPS-th), so uniform query lengths up to Q_GROUPS mean one pass per program.
-        q_start = gl.load(qo_indptr_ptr + seq)
-        q_end = gl.load(qo_indptr_ptr + seq + 1)
-        for q_row in range(q_start + group, q_end, Q_GROUPS):
-            _sm90_stage_q(q_ptr, q_row, stride_q_row, stride_q_head, 0, HV, qe_smem, qo_smem, q_l)
-            _sm90_stage_q(q_ptr, q_row, stride_q_row, stride_q_head, 2 * HV, HR, qre_smem, qro_smem, qr_l)
-
-            m_i = gl.full([H], float("-inf"), gl.float32, layout=gl.SliceLayout(0, s_l))   # log2 units
-            l_acc = gl.zeros([BLOCK_N, H], gl.float32, layout=s_l)   # softmax sums, reduced after the loop
-            acc_e = warpgroup_mma_init(gl.zeros([HV, H], gl.float32, layout=o_l))        # O^T, even dims
-            acc_o = warpgroup_mma_init(gl.zeros([HV, H], gl.float32, layout=o_l))        # O^T, odd dims
-
-            # Tiles t .. t + STAGES - 1 are in flight at the top of iteration t (one copy group each);
-            # tile t + STAGES is requested into tile t's buffer as soon as tile t has been decoded.
-            # The exponents (any row stride, so no cp.async) come by ordinary loads one tile ahead.
-            for t in gl.static_range(STAGES):
-                _sm90_issue_packed(nope_smem.index(t), rope_smem.index(t), packed_ptr, chunk_start + t * BLOCK_N,
-                                   chunk_end, stride_packed_row, BLOCK_N, nope_l, rope_l)
-                gl_async_copy.commit_group()
-            e_next = _sm90_load_exponents(scale_ptr, chunk_start, chunk_end, stride_scale_row, BLOCK_N, NB, 0, exp_l)
-            r_next = _sm90_load_exponents(scale_ptr, chunk_start, chunk_end, stride_scale_row, BLOCK_N, 2, NB, rexp_l)
-            for t in range(n_tiles):
-                exp_smem.store(e_next)
-                rexp_smem.store(r_next)
-                gl_async_copy.wait_group(STAGES - 1)      # this thread's copies of tile t landed ...
-                gl.thread_barrier()                       # ... and every other thread's, and the exponents
-                row0 = chunk_start + t * BLOCK_N
-                e_next = _sm90_load_exponents(scale_ptr, row0 + BLOCK_N, chunk_end, stride_scale_row, BLOCK_N, NB, 0,
-                                              exp_l)
-                r_next = _sm90_load_exponents(scale_ptr, row0 + BLOCK_N, chunk_end, stride_scale_row, BLOCK_N, 2, NB,
-                                              rexp_l)
-                stage = t % STAGES
-                buf = t % PV_BUFFERS
-                ve = ve_smem.index(buf)
-                vo = vo_smem.index(buf)
-                p_buf = p_smem.index(buf)
-
-                # Decode (the previous tile's P.V still running on the tensor cores, two buffers).
-                for r in gl.static_range(BLOCK_N // DECODE_ROWS):
-                    _sm90_decode(nope_smem.index(stage).slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
-                                 exp_smem.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
-                                 ve.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0),
-                                 vo.slice(r * DECODE_ROWS, DECODE_ROWS, dim=0), DECODE_ROWS, dec_l)
-                _sm90_decode(rope_smem.index(stage), rexp_smem, re_smem, ro_smem, BLOCK_N, rope_l)
-                fence_async_shared()                      # decoded tiles, read next by the tensor cores
-                gl.thread_barrier()
-                _sm90_issue_packed(nope_smem.index(stage), rope_smem.index(stage), packed_ptr,
-                                   row0 + STAGES * BLOCK_N, chunk_end, stride_packed_row, BLOCK_N, nope_l, rope_l)
-                gl_async_copy.commit_group()
-
-                s = warpgroup_mma(ve, qe_smem.permute((1, 0)), gl.zeros([BLOCK_N, H], gl.float32, layout=s_l),
-                                  use_acc=False, is_async=True)
-                s = warpgroup_mma(vo, qo_smem.permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(re_smem, qre_smem.permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(ro_smem, qro_smem.permute((1, 0)), s, is_async=True)
-                s, acc_e, acc_o = warpgroup_mma_wait(num_outstanding=0, deps=(s, acc_e, acc_o))
-
-                rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_l))
-                s = gl.where((rows < chunk_end)[:, None], s * qk_scale, float("-inf"))
-                m_new = gl.maximum(m_i, gl.max(s, 0))
-                alpha = gl.exp2(m_i - m_new)
-                p = gl.exp2(s - m_new[None, :])
-                l_acc = l_acc * alpha[None, :] + p
-                m_i = m_new
-                p_buf.store(gl.permute(p.to(gl.bfloat16), [1, 0]))
-                fence_async_shared()
-                gl.thread_barrier()                       # every warp's P
-                alpha_o = gl.convert_layout(alpha, gl.SliceLayout(0, o_l))[None, :]
-                acc_e = warpgroup_mma(ve.permute((1, 0)), p_buf.permute((1, 0)), acc_e * alpha_o, is_async=True)
-                acc_o = warpgroup_mma(vo.permute((1, 0)), p_buf.permute((1, 0)), acc_o * alpha_o, is_async=True)
-                if PV_BUFFERS == 1:
-                    acc_e, acc_o = warpgroup_mma_wait(num_outstanding=0, deps=(acc_e, acc_o))
-                    acc_e = warpgroup_mma_init(acc_e)
-                    acc_o = warpgroup_mma_init(acc_o)
-            acc_e, acc_o = warpgroup_mma_wait(num_outstanding=0, deps=(acc_e, acc_o))
-            gl_async_copy.wait_group(0)
-            gl.thread_barrier()
-            l_i = gl.sum(l_acc, 0)
-
-            has_rows = l_i > 0.0                          # a program with no KV rows: output 0, lse -inf
-            norm = gl.convert_layout(1.0 / gl.where(has_rows, l_i, 1.0), gl.SliceLayout(0, o_l))[None, :]
-            col = 2 * gl.arange(0, HV, layout=gl.SliceLayout(1, o_l))[:, None]
-            out_row = q_row * H + gl.arange(0, H, layout=gl.SliceLayout(0, o_l))[None, :]
-            if NUM_SPLITS == 1:
-                dst = out_ptr + out_row * (2 * HV) + col
-                gl.store(dst, (acc_e * norm).to(out_ptr.dtype.element_ty))
-                gl.store(dst + 1, (acc_o * norm).to(out_ptr.dtype.element_ty))
-            else:
-                dst = part_out_ptr + (out_row * NUM_SPLITS + split) * (2 * HV) + col
-                gl.store(dst, (acc_e * norm).to(part_out_ptr.dtype.element_ty))
-                gl.store(dst + 1, (acc_o * norm).to(part_out_ptr.dtype.element_ty))
-                lse = gl.where(has_rows, m_i + gl.log2(gl.where(has_rows, l_i, 1.0)), float("-inf"))
-                lse_row = q_row * H + gl.arange(0, H, layout=gl.SliceLayout(0, s_l))
-                gl.store(part_lse_ptr + lse_row * NUM_SPLITS + split, lse)
-
-
-    # -----------------------------------------------------------------------------------------
-    # The same, warp-specialized: "decoder" warps copy and decode tiles into a ring of
-    # decoded buffers while the kernel's own warpgroup runs q.K^T, the softmax and P.V on them
-    # (mbarriers between the two). One warpgroup alone issues one instruction every ~3 cycles
-    # (Nsight Compute, session 17); here the decoding no longer waits on the MMAs and softmax.
-    # -----------------------------------------------------------------------------------------
     @gluon.jit
     def _sm90_ws_decoder(packed_ptr, scale_ptr, stride_packed_row, stride_scale_row, chunk_start, chunk_end,
                          n_tiles, q_start, q_end, group,
@@ -868,7 +701,7 @@ def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.devi
     """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
     the sequences alone are at least one program per SM."""
     if q_rows == 1 and (long_kv or fills_gpu or SM90_SHORT_KV) and _sm90_path(device, interpreted):
-        return SM90_WIDE_LAUNCH if SM90_WIDE and fills_gpu else SM90_LAUNCH
+        return SM90_LAUNCH
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
 
 
@@ -876,7 +709,7 @@ def _format_plan(device: torch.device, interpreted: bool, amd: bool, launch: dic
     """This file's own entries of a launch plan; the shared `_make_plan` below adds them."""
     qk_scaled = QK_DOT_SCALED == "all" or (QK_DOT_SCALED == "gfx950" and amd and str(
         getattr(torch.cuda.get_device_properties(device), "gcnArchName", "")).startswith("gfx950"))
-    sm90 = launch is SM90_LAUNCH or launch is SM90_WIDE_LAUNCH
+    sm90 = launch is SM90_LAUNCH
     return dict(dot_dtype=tl.float32 if interpreted else tl.bfloat16,
                 ptx_decode=not interpreted and not amd and PTX_DECODE, qk_scaled=qk_scaled and not sm90,
                 sm90=launch if sm90 else None)
@@ -1040,17 +873,11 @@ def custom_kernel(data) -> torch.Tensor:
             packed = packed.clone(memory_format=torch.contiguous_format)   # cp.async moves aligned 16-byte pieces
         args = (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], sm_scale * LOG2E,
                 q.stride(0), q.stride(1), packed.stride(0), scales.stride(0))
-        common = dict(Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
-                      STAGES=plan["sm90"]["stages"])
-        if SM90_WS:
-            _launch(plan, _mla_decode_sm90_ws_kernel, plan["grid"], args,
-                    dict(common, NBUF=plan["sm90"]["pv_buffers"], DECODE_ROWS=SM90_DECODE_ROWS,
-                         DECODER_WARPS=SM90_DECODER_WARPS, DECODER_REGS=SM90_DECODER_REGS,
-                         EARLY_RELEASE=SM90_EARLY_RELEASE), plan["options"])
-        else:
-            _launch(plan, _mla_decode_sm90_kernel, plan["grid"], args,
-                    dict(common, W=plan["options"]["num_warps"], PV_BUFFERS=plan["sm90"]["pv_buffers"],
-                         DECODE_ROWS=SM90_DECODE_ROWS), plan["options"])
+        _launch(plan, _mla_decode_sm90_ws_kernel, plan["grid"], args,
+                dict(Q_GROUPS=plan["q_groups"], NUM_SPLITS=plan["splits"], BLOCK_N=plan["block_n"],
+                     STAGES=plan["sm90"]["stages"], NBUF=plan["sm90"]["pv_buffers"], DECODE_ROWS=SM90_DECODE_ROWS,
+                     DECODER_WARPS=SM90_DECODER_WARPS, DECODER_REGS=SM90_DECODER_REGS,
+                     EARLY_RELEASE=SM90_EARLY_RELEASE), plan["options"])
     else:
         _launch(plan, _mla_decode_kernel, plan["grid"],
                 (q, packed, scales, qo_indptr, kv_indptr, out, plan["part_out"], plan["part_lse"], q_scale,

@@ -43,7 +43,8 @@ def main() -> int:
         data = problem.generate(args, seed, device)
         ok, why = problem.check(module.custom_kernel(data), problem.expected(data))
         plan = module._PLANS[(args["batchsize"], data[0].shape[0], data[1][fmt][0].shape[0], data[0].device)]
-        path = "gluon" + (" wide" if plan["sm90"] is module.SM90_WIDE_LAUNCH else "") if plan["sm90"] else "portable"
+        wide = plan["sm90"] is getattr(module, "SM90_WIDE_LAUNCH", None)
+        path = "gluon" + (" wide" if wide else "") if plan["sm90"] else "portable"
         print(f"{problem.label(args):>24}  {path:<10} groups {plan['q_groups']} splits {plan['splits']:>3}  {'ok' if ok else 'WRONG'}  {why}")
         failed += not ok
     print(f"{len(cases) - failed} of {len(cases)} match")

@@ -5,7 +5,8 @@ setting, and whether the shared memory fits the H200 (232,448 bytes for one prog
 
 Usage (repo root; a Triton with Gluon and its NVIDIA backend, e.g. the H200's Triton 3.6 under
 PYTHONPATH):
-    python tools/sm90_gluon_compile.py [--file fp8|mxfp4] [--ws] [--splits 1,2] [--stages 2] [--warps 4,8] [--pv-buffers 2]
+    python tools/sm90_gluon_compile.py [--file fp8|mxfp4] [--splits 1,2] [--stages 2] [--warps 4,8] [--pv-buffers 2]
+(mxfp4: its warp-specialized kernel, with the file's decoder settings; --warps 4, its MMA warpgroup)
 """
 
 from __future__ import annotations
@@ -71,12 +72,7 @@ def main() -> int:
     parser.add_argument("--stages", default="2")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--pv-buffers", default="2")
-    parser.add_argument("--ws", action="store_true",
-                        help="mxfp4: the warp-specialized kernel as the file ships it (--warps: its MMA warps, 4; "
-                             "registers: the whole program's at entry, before setmaxnreg splits them)")
     args = parser.parse_args()
-    if args.ws and args.file != "mxfp4":
-        raise SystemExit("--ws: only triton_mxfp4.py has a warp-specialized kernel")
     module = load_module(str(ROOT / "submissions" / f"triton_{args.file}.py"), "sm90_compile")
     if module.gluon is None:
         raise SystemExit("this Triton has no Gluon")
@@ -85,16 +81,15 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     for splits, stages, warps, buffers in itertools.product(ints(args.splits), ints(args.stages),
                                                             ints(args.warps), ints(args.pv_buffers)):
-        if args.ws:
-            kernel = module._mla_decode_sm90_ws_kernel
+        if args.file == "mxfp4":   # warp-specialized: --warps is its MMA warpgroup's (4); registers are the
+            kernel = module._mla_decode_sm90_ws_kernel   # program's at entry, before setmaxnreg splits them
             constexprs = dict(Q_GROUPS=1, NUM_SPLITS=splits, BLOCK_N=64, STAGES=stages, NBUF=buffers,
                               DECODE_ROWS=module.SM90_DECODE_ROWS, DECODER_WARPS=module.SM90_DECODER_WARPS,
                               DECODER_REGS=module.SM90_DECODER_REGS, EARLY_RELEASE=module.SM90_EARLY_RELEASE)
         else:
             kernel = module._mla_decode_sm90_kernel
-            constexprs = dict(NUM_SPLITS=splits, BLOCK_N=64, STAGES=stages, W=warps, PV_BUFFERS=buffers)
-            constexprs.update(dict(AMAX_PARTS=32) if args.file == "fp8"
-                              else dict(Q_GROUPS=1, DECODE_ROWS=module.SM90_DECODE_ROWS))
+            constexprs = dict(NUM_SPLITS=splits, BLOCK_N=64, STAGES=stages, W=warps, AMAX_PARTS=32,
+                              PV_BUFFERS=buffers)
         row = compile_one(kernel, SIGNATURES[args.file], constexprs, warps)
         fits = "" if row["shared"] <= H200_SHARED_PER_PROGRAM else " (over the H200's limit)"
         print(f"| {splits} | {stages} | {warps} | {buffers} | {row['shared']:,}{fits} | {row['registers']} | "
