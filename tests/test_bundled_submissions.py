@@ -248,3 +248,27 @@ def test_mxfp4_decoding_is_bit_exact_for_every_code_and_exponent():
     run = _run_interpreted([str(ROOT / "tools" / "mxfp4_decode_check.py")], timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "portable decoder: 293760 of 293760 values bit-exact" in run.stdout
+
+
+_ABS_MAX_CHECK = """
+import sys
+import torch
+from harness.worker.loop import load_module
+module = load_module(sys.argv[1] + "/submissions/triton_fp8.py", "abs_max")
+for n, programs, block in ((1000, 3, 64), (4096, 2, 2048), (37, 4, 16), (5, 1, 16)):
+    x = (torch.randn(n, generator=torch.Generator().manual_seed(n)) * 3).to(torch.bfloat16)
+    x[n // 2] = -40.0 if n > 5 else x[n // 2]        # the largest magnitude, negative, mid-range
+    parts = torch.full((programs,), -1.0)
+    module._abs_max_kernel[(programs,)](x, parts, n, BLOCK=block)
+    want = x.float().abs().amax()
+    print(n, programs, block, float(parts.max()), float(want))
+    assert float(parts.max()) == float(want) and bool((parts >= 0).all())
+"""
+
+
+def test_fp8_abs_max_kernel_finds_the_largest_magnitude_over_every_program_and_tail():
+    """`_abs_max_kernel` (the q scale of triton_fp8.py's Gluon path) in the interpreter: element
+    counts that are not a multiple of the block, more programs than blocks and fewer, a negative
+    largest value; every program writes its partial maximum and their maximum is |x|'s."""
+    run = _run_interpreted(["-c", _ABS_MAX_CHECK, str(ROOT)], timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
