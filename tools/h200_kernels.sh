@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 16 on the H200 (device tool, carry .whl): a bundled file's sm_90 Gluon path forced on every
 # test case (tools/sm90_check.py), the file's tests on the GPU, then its knob sweep beside bf16: the
-# Gluon path on and off, and its settings.
+# Gluon path on and off.
 #   FILE=mxfp4 bash tools/h200_kernels.sh   # FILE: fp8 (default) or mxfp4; OUT=<folder> for the logs;
 #                                           # CASES, PROFILE, *_SECONDS override (BF16_SECONDS=0: no bf16)
 set -uo pipefail
@@ -18,9 +18,14 @@ timeout ${TEST_SECONDS:-200} python3 eval.py --mode test --no-progress --db /tmp
   --submission "submissions/triton_$FILE.py" > "$OUT/test_$FILE.txt" 2>&1
 echo "test rc=$?"; tail -25 "$OUT/test_$FILE.txt"
 CASES=${CASES:-0,1,2,3,4,5,6,7}
+if [[ $FILE == fp8 ]]; then  # its Gluon path ships off (BENCHMARKS.md session 17): on, and on without the wide launch
+  CONFIGS=('{}' '{"SM90_GLUON": true}' '{"SM90_GLUON": true, "SM90_WIDE": false}')
+else
+  CONFIGS=('{}' '{"SM90_GLUON": false}')
+fi
+ARGS=(); for c in "${CONFIGS[@]}"; do ARGS+=(--config "$c"); done
 timeout ${SWEEP_SECONDS:-300} python3 tools/knob_sweep.py "submissions/triton_$FILE.py" --cases "$CASES" \
-  --config '{}' --config '{"SM90_GLUON": false}' --config '{"SM90_WIDE": false}' ${EXTRA_CONFIGS:-} \
-  > "$OUT/sweep_$FILE.txt" 2> "$OUT/sweep_$FILE.err"
+  "${ARGS[@]}" ${EXTRA_CONFIGS:-} > "$OUT/sweep_$FILE.txt" 2> "$OUT/sweep_$FILE.err"
 echo "sweep $FILE rc=$?"; tail -5 "$OUT/sweep_$FILE.err"
 [[ ${BF16_SECONDS:-60} == 0 ]] || timeout ${BF16_SECONDS:-60} python3 tools/knob_sweep.py submissions/triton_bf16.py --cases "$CASES" --config '{}' \
   > "$OUT/sweep_bf16.txt" 2> "$OUT/sweep_bf16.err"
