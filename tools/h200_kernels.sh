@@ -3,7 +3,8 @@
 # test case (tools/sm90_check.py), the file's tests on the GPU, then its knob sweep beside bf16: the
 # Gluon path on and off.
 #   FILE=mxfp4 bash tools/h200_kernels.sh   # FILE: fp8 (default) or mxfp4; OUT=<folder> for the logs;
-#                                           # CASES, PROFILE, *_SECONDS override (BF16_SECONDS=0: no bf16)
+#                                           # CASES, PROFILE, *_SECONDS override (BF16_SECONDS=0: no bf16);
+#                                           # STRESS="1 5 6": tools/stress_check.py on those cases, Gluon on
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-results/device}
@@ -17,6 +18,10 @@ echo "sm90_check rc=$?"; tail -16 "$OUT/sm90_check_$FILE.txt"
 timeout ${TEST_SECONDS:-200} python3 eval.py --mode test --no-progress --db /tmp/k.db --logs /tmp/klogs --sandbox off \
   --submission "submissions/triton_$FILE.py" > "$OUT/test_$FILE.txt" 2>&1
 echo "test rc=$?"; tail -25 "$OUT/test_$FILE.txt"
+for case in ${STRESS:-}; do  # many calls on fresh inputs, every output checked (a fault on a few percent of calls)
+  timeout ${STRESS_SECONDS:-60} python3 tools/stress_check.py "submissions/triton_$FILE.py" --case "$case" \
+    --calls ${STRESS_CALLS:-300} --config '{"SM90_GLUON": true}' 2>&1 | tail -3
+done
 CASES=${CASES:-0,1,2,3,4,5,6,7}
 if [[ $FILE == fp8 ]]; then  # its Gluon path ships off (BENCHMARKS.md session 17): on, and on without the wide launch
   CONFIGS=('{}' '{"SM90_GLUON": true}' '{"SM90_GLUON": true, "SM90_WIDE": false}')
