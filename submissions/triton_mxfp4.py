@@ -853,6 +853,8 @@ def custom_kernel(data) -> torch.Tensor:
     scales = scales.view(torch.uint8)            # e8m0 bytes; (rows_padded, cols_padded), row stride used
     if scales.dim() != 2:
         scales = scales.reshape(scales.shape[0], -1)
+    if scales.stride(-1) != 1:
+        scales = scales.contiguous()             # the kernels step along a row's exponents one byte at a time
     total_q, total_kv, batch = q.shape[0], packed.shape[0], qo_indptr.shape[0] - 1
     if q.stride(-1) != 1:
         q = q.contiguous()

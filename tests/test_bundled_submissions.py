@@ -272,3 +272,30 @@ def test_fp8_abs_max_kernel_finds_the_largest_magnitude_over_every_program_and_t
     largest value; every program writes its partial maximum and their maximum is |x|'s."""
     run = _run_interpreted(["-c", _ABS_MAX_CHECK, str(ROOT)], timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+_MXFP4_SCALE_LAYOUT_CHECK = """
+import sys
+import torch
+from harness.problem import load_problem
+from harness.worker.loop import load_module
+root = sys.argv[1]
+module = load_module(root + "/submissions/triton_mxfp4.py", "scale_layout")
+problem = load_problem(root + "/task.yml")
+q, kv_data, qo, kv, config = problem.generate({"batchsize": 2, "qseqlen": 1, "kvseqlen": 70}, 9, torch.device("cpu"))
+packed, scales = kv_data["mxfp4"]
+column_major = scales.t().contiguous().t()   # the same values, exponents of a row 'rows' bytes apart
+assert column_major.stride(-1) != 1 and torch.equal(column_major.view(torch.uint8), scales.view(torch.uint8))
+data = (q, {**kv_data, "mxfp4": (packed, column_major)}, qo, kv, config)
+ok, why = problem.check(module.custom_kernel(data), problem.expected(data))
+print(why)
+assert ok, why
+"""
+
+
+def test_mxfp4_reads_exponents_given_in_any_memory_layout():
+    """triton_mxfp4.py with its e8m0 exponents as a non-contiguous (column-major) view of the same
+    values: the kernels step along a row's exponents byte by byte, so the file makes such a view
+    contiguous first; the output matches (interpreter, portable path)."""
+    run = _run_interpreted(["-c", _MXFP4_SCALE_LAYOUT_CHECK, str(ROOT)], timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
