@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
-from harness.worker.loop import load_module  # noqa: E402
+from tools.knob_sweep import load  # noqa: E402
 
 
 def main() -> int:
@@ -29,9 +29,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--config", default="{}", help="JSON object of knob overrides")
     args = parser.parse_args()
-    module = load_module(str(ROOT / args.submission), "stress")
-    for name, value in json.loads(args.config).items():
-        setattr(module, name, value)
+    module = load(str(ROOT / args.submission), 0, json.loads(args.config))   # refuses unknown knobs
     problem = load_problem(ROOT / "task.yml")
     device = detect("cuda").torch_device
     case = problem.spec.cases("benchmark")[args.case]
