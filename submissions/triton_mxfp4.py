@@ -442,22 +442,23 @@ def _mla_decode_kernel(
 # ---------------------------------------------------------------------------------------------
 if gluon is not None:
     @gluon.jit
+    def _sm90_issue_blocks(smem, packed_ptr, row0, chunk_end, stride_packed_row, BLOCK_N: gl.constexpr,
+                           FIRST: gl.constexpr, BLOCKS: gl.constexpr, layout: gl.constexpr):
+        """Start copying the packed codes of blocks FIRST .. FIRST + BLOCKS of cache rows row0 ..
+        row0 + BLOCK_N as (rows, blocks, 16 bytes); rows at or past chunk_end read as 0."""
+        rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+        blk = FIRST + gl.arange(0, BLOCKS, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+        byte = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+        gl_async_copy.async_copy_global_to_shared(
+            smem, packed_ptr + rows[:, None, None] * stride_packed_row + blk[None, :, None] * 16
+            + byte[None, None, :], mask=(rows < chunk_end)[:, None, None])
+
+    @gluon.jit
     def _sm90_issue_packed(nope_smem, rope_smem, packed_ptr, row0, chunk_end, stride_packed_row,
                            BLOCK_N: gl.constexpr, nope_l: gl.constexpr, rope_l: gl.constexpr):
-        """Start copying the packed codes of cache rows row0 .. row0 + BLOCK_N as (rows, blocks,
-        16 bytes); rows at or past chunk_end read as 0."""
-        rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, nope_l)))
-        blk = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, nope_l)))
-        byte = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, nope_l)))
-        gl_async_copy.async_copy_global_to_shared(
-            nope_smem, packed_ptr + rows[:, None, None] * stride_packed_row + blk[None, :, None] * 16
-            + byte[None, None, :], mask=(rows < chunk_end)[:, None, None])
-        rrows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, rope_l)))
-        rblk = 16 + gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, rope_l)))
-        rbyte = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, rope_l)))
-        gl_async_copy.async_copy_global_to_shared(
-            rope_smem, packed_ptr + rrows[:, None, None] * stride_packed_row + rblk[None, :, None] * 16
-            + rbyte[None, None, :], mask=(rrows < chunk_end)[:, None, None])
+        """Start copying a tile's packed codes: the 16 latent blocks, then the 2 rope blocks."""
+        _sm90_issue_blocks(nope_smem, packed_ptr, row0, chunk_end, stride_packed_row, BLOCK_N, 0, 16, nope_l)
+        _sm90_issue_blocks(rope_smem, packed_ptr, row0, chunk_end, stride_packed_row, BLOCK_N, 16, 2, rope_l)
 
     @gluon.jit
     def _sm90_load_exponents(scale_ptr, row0, chunk_end, stride_scale_row, BLOCK_N: gl.constexpr,
