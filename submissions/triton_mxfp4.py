@@ -697,10 +697,11 @@ def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     return torch.cuda.get_device_capability(device) == (9, 0)
 
 
-def _file_launch(q_rows: int, long_kv: bool, fills_gpu: bool, device: torch.device, interpreted: bool,
-                 amd: bool) -> dict:
-    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks); fills_gpu:
-    the sequences alone are at least one program per SM."""
+def _file_launch(q_rows: int, avg_kv: float, programs: int, sms: int, device: torch.device,
+                 interpreted: bool, amd: bool) -> dict:
+    """This file's tile and launch shape for a plan (the shared `_make_plan` below asks): `programs`
+    query-row groups of `avg_kv` cache rows on average, `sms` SMs (0 under the interpreter)."""
+    long_kv, fills_gpu = avg_kv >= LONG_KV, programs >= sms > 0
     if q_rows == 1 and (long_kv or fills_gpu or SM90_SHORT_KV) and _sm90_path(device, interpreted):
         return SM90_LAUNCH
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
@@ -763,7 +764,7 @@ def _make_plan(batch: int, total_q: int, total_kv: int, device: torch.device) ->
     programs = max(batch * q_groups, 1)
     amd = bool(torch.version.hip) and not interpreted
     sms = 0 if interpreted else torch.cuda.get_device_properties(device).multi_processor_count
-    launch = _file_launch(q_rows, avg_kv >= LONG_KV, programs >= sms > 0, device, interpreted, amd)
+    launch = _file_launch(q_rows, avg_kv, programs, sms, device, interpreted, amd)
     block_n = launch["block_n"]
     per_sm = launch.get("programs_per_sm", max(1, WARPS_PER_SM // launch["num_warps"]))
     slots = CPU_PROGRAM_SLOTS if interpreted else sms * per_sm

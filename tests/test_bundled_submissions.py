@@ -101,7 +101,7 @@ def test_gluon_path_is_chosen_only_on_sm90_with_a_measured_triton(monkeypatch, n
     monkeypatch.setattr(torch.version, "hip", None)
     here = tuple(module.triton.__version__.split(".")[:2])
     monkeypatch.setattr(module, "SM90_TRITON", (here,))
-    monkeypatch.setattr(module, "SM90_GLUON", True)   # (triton_fp8.py ships it off)
+    monkeypatch.setattr(module, "SM90_GLUON", True)
     assert module._sm90_path(cuda, interpreted=False)
     assert not module._sm90_path(cuda, interpreted=True)
     assert not module._sm90_path(torch.device("cpu"), interpreted=False)
@@ -151,6 +151,30 @@ def test_gluon_plan_fills_one_wave_of_one_program_per_sm(problem, monkeypatch, n
         assert not plan["sm90"]   # (fp8) several rows per program: the portable kernel
     else:
         assert plan["sm90"] and plan["q_groups"] == 4   # (mxfp4) one program per query row
+
+
+def test_bf16_plan_keeps_the_short_tile_only_for_a_small_cache(problem, monkeypatch):
+    """triton_bf16.py on an H200 (132 SMs): the 32-row tile of LAUNCH[(1, False)] only where the
+    cache holds fewer than SHORT_TILE_ROWS_PER_SM rows per SM (4 x 1k); every other benchmark shape
+    gets the long settings, with a split-K grid of at most one wave."""
+    import types
+
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(multi_processor_count=132))
+    module = load_submission("triton_bf16.py", "bf16_plan")
+    short, long = module.LAUNCH[(1, False)], module.LAUNCH[(1, True)]
+    for case in problem.spec.cases("benchmark"):
+        batch, kv_len = case.args["batchsize"], case.args["kvseqlen"]
+        plan = module._make_plan(batch, batch, batch * kv_len, torch.device("meta"))
+        launch = short if batch * kv_len < module.SHORT_TILE_ROWS_PER_SM * 132 else long
+        assert (batch, kv_len) != (4, 1024) or launch is short
+        assert plan["block_n"] == launch["block_n"], case.args
+        assert plan["options"]["num_warps"] == launch["num_warps"], case.args
+        slots = 132 * (module.WARPS_PER_SM // launch["num_warps"])
+        assert plan["grid"][1] == 1 or batch * plan["grid"][1] <= slots, (case.args, plan["grid"])
 
 
 @pytest.mark.parametrize("name", GLUON_FILES)

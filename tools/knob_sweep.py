@@ -9,12 +9,17 @@ are printed beside the times.
 Usage (GPU machine, repo root):
     python tools/knob_sweep.py submissions/triton_bf16.py [more files] --cases 0,1,2,4 \
         --config '{}' --config '{"COMBINE_BLOCK_ELEMS": 2048}'
+A configuration is a JSON object, or a Python literal where JSON cannot say it (tuple keys): a
+dict-valued knob is updated, not replaced, so
+    --config "{'LAUNCH': {(1, False): {'block_n': 64, 'num_warps': 4, 'num_stages': 2}}}"
+changes one entry of LAUNCH.
 Prints one markdown table: median µs per case and configuration, and the geomean over the cases.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import statistics
@@ -35,8 +40,24 @@ def load(path: str, tag: int, knobs: dict):
     for name, value in knobs.items():
         if not hasattr(module, name):
             raise SystemExit(f"{path}: no knob named {name}")
-        setattr(module, name, value)
+        old = getattr(module, name)
+        setattr(module, name, {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value)
     return module
+
+
+def parse_config(text: str) -> dict:
+    """A --config: JSON, else a Python literal (for tuple keys)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return ast.literal_eval(text)
+
+
+def show(knobs: dict) -> str:
+    try:
+        return json.dumps(knobs)
+    except TypeError:
+        return repr(knobs)
 
 
 def compiled_resources(module) -> str:
@@ -70,7 +91,7 @@ def main() -> int:
     cases = [problem.spec.cases("benchmark")[int(i)] for i in args.cases.split(",")]
     inputs = [(problem.label(c.args), problem.generate(c.args, c.seed, info.torch_device)) for c in cases]
     expected = [problem.expected(data) for _, data in inputs]
-    configs = [json.loads(c) for c in args.config] or [{}]
+    configs = [parse_config(c) for c in args.config] or [{}]
     rows = []
     for tag, (path, knobs) in enumerate((p, k) for p in args.submissions for k in configs):
         module = load(path, tag, knobs)
@@ -85,14 +106,14 @@ def main() -> int:
             medians.append(statistics.median(timer(fn, data, timed=True)[1]["device_s"] * 1e6
                                              for _ in range(args.calls)))
         rows.append((Path(path).name, knobs, medians, compiled_resources(module)))
-        print(f"{Path(path).name} {json.dumps(knobs)}: " + " ".join(f"{m:.1f}" for m in medians), flush=True)
+        print(f"{Path(path).name} {show(knobs)}: " + " ".join(f"{m:.1f}" for m in medians), flush=True)
     labels = [label for label, _ in inputs]
     print(f"\non {info.describe()}, median µs over {args.calls} calls each")
     print("| file | knobs | " + " | ".join(labels) + " | geomean | compiled kernels |")
     print("|---" * (len(labels) + 4) + "|")
     for name, knobs, medians, resources in rows:
         geo = math.exp(sum(map(math.log, medians)) / len(medians))
-        print(f"| {name} | {json.dumps(knobs)} | " + " | ".join(f"{m:.1f}" for m in medians)
+        print(f"| {name} | {show(knobs)} | " + " | ".join(f"{m:.1f}" for m in medians)
               + f" | {geo:.1f} | {resources} |")
     return 0
 

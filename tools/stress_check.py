@@ -10,7 +10,6 @@ Usage (GPU machine, repo root):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
-from tools.knob_sweep import load  # noqa: E402
+from tools.knob_sweep import load, parse_config  # noqa: E402
 
 
 def main() -> int:
@@ -27,9 +26,9 @@ def main() -> int:
     parser.add_argument("submission")
     parser.add_argument("--case", type=int, default=1, help="index into the benchmark cases")
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--config", default="{}", help="JSON object of knob overrides")
+    parser.add_argument("--config", default="{}", help="knob overrides, as tools/knob_sweep.py takes them")
     args = parser.parse_args()
-    module = load(str(ROOT / args.submission), 0, json.loads(args.config))   # refuses unknown knobs
+    module = load(str(ROOT / args.submission), 0, parse_config(args.config))   # refuses unknown knobs
     problem = load_problem(ROOT / "task.yml")
     device = detect("cuda").torch_device
     case = problem.spec.cases("benchmark")[args.case]
