@@ -2,12 +2,11 @@
 Nsight Compute with `--profile-from-start off`: the kernels of exactly that call, warmed up.
 
 Usage (GPU machine, repo root):
-    ncu --profile-from-start off --section SpeedOfLight ... python3 tools/ncu_case.py FILE CASE ['{"KNOB": value}']
+    ncu --profile-from-start off --section SpeedOfLight ... python3 tools/ncu_case.py FILE CASE ['{"KNOB": value}'] (knobs as tools/knob_sweep.py takes them)
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,12 +17,12 @@ import torch  # noqa: E402
 
 from harness.device import detect  # noqa: E402
 from harness.problem import load_problem  # noqa: E402
-from tools.knob_sweep import load  # noqa: E402
+from tools.knob_sweep import load, parse_config  # noqa: E402
 
 
 def main() -> int:
     path, case = sys.argv[1], int(sys.argv[2])
-    knobs = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    knobs = parse_config(sys.argv[3]) if len(sys.argv) > 3 else {}
     problem = load_problem(ROOT / "task.yml")
     spec = problem.spec.cases("benchmark")[case]
     data = problem.generate(spec.args, spec.seed, detect("cuda").torch_device)
