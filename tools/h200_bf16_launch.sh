@@ -2,12 +2,7 @@
 # Issue 16 on the H200 (device tool, carry .whl): triton_bf16's launch for short sequences
 # (LAUNCH[(1, False)], the 1k shapes) swept over tile, warps and stages; every output checked.
 #   OUT=<folder> bash tools/h200_bf16_launch.sh   # CASES overrides the benchmark cases (default 0,2,4,6)
-set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-results/device}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site
+source tools/h200_setup.sh
 ARGS=(--config '{}')
 for launch in "32, 4, 3" "64, 4, 2" "32, 8, 2" "16, 4, 4" "64, 8, 3"; do
   read -r bn nw ns <<< "${launch//,/}"

@@ -5,13 +5,9 @@
 #   PROFILE: <file suffix>:<benchmark case index> pairs; LEADERBOARD_SECONDS overrides the timeout.
 # The device tool brings back at most 8 files: $OUT gets the leaderboard's Markdown and JSON, its
 # console output and one text report per profiled case; the database, logs and .ncu-rep stay in $WORK.
-set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-results/device}
+source tools/h200_setup.sh
 WORK=${WORK:-/tmp/issue16}
-mkdir -p "$OUT" "$WORK"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site
+mkdir -p "$WORK"
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())"
 SUBS=(); for f in submissions/triton_bf16.py submissions/triton_fp8.py submissions/triton_mxfp4.py "$@"; do SUBS+=(--submission "$f"); done
 t0=$(date +%s)
@@ -25,7 +21,7 @@ for pair in ${PROFILE:-}; do
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats -k regex:mla_decode -o "$rep" \
     python3 tools/ncu_case.py "submissions/triton_$file.py" "$case" > "$rep.log" 2>&1
   ncu --import "$rep.ncu-rep" --page details --print-units base > "$OUT/${file}_case$case.txt" 2>&1
-  echo "== $file case $case"; grep -E "^  [a-z_]+|Duration|DRAM Throughput|L1/TEX Cache Throughput|Warp Cycles Per Issued|Eligible Warps|Achieved Occupancy|Registers Per" "$OUT/${file}_case$case.txt" | head -14
+  echo "== $file case $case"; grep -E "^  [a-z_]+|Duration|DRAM Throughput|L1/TEX Cache Throughput|Warp Cycles Per Issued|Eligible Warps|Achieved Occupancy|Registers Per|spends|represents about" "$OUT/${file}_case$case.txt" | head -16
 done
 python3 - "$OUT/lb.json" <<'PY'
 import json, sys

@@ -5,12 +5,7 @@
 #   FILE=mxfp4 bash tools/h200_kernels.sh   # FILE: fp8 (default) or mxfp4; OUT=<folder> for the logs;
 #                                           # CASES, PROFILE, *_SECONDS override (BF16_SECONDS=0: no bf16);
 #                                           # STRESS="1 5 6": tools/stress_check.py on those cases, Gluon on
-set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-results/device}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site
+source tools/h200_setup.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
 FILE=${FILE:-fp8}
 timeout ${CHECK_SECONDS:-150} python3 tools/sm90_check.py --file "$FILE" > "$OUT/sm90_check_$FILE.txt" 2>&1
