@@ -2,7 +2,8 @@
 # Issue 16's measurement on the H200 (device tool, carry .whl): the harness's audited leaderboard of
 # the bundled Triton files (and any more given as arguments), then Nsight Compute on chosen cases.
 #   OUT=<folder> PROFILE="fp8:5 bf16:0" bash tools/h200_issue16.sh [more submission files]
-#   PROFILE: <file suffix>:<benchmark case index> pairs; LEADERBOARD_SECONDS overrides the timeout.
+#   PROFILE: <file suffix>:<benchmark case index> pairs; LEADERBOARD_SECONDS overrides the timeout;
+#   HOST="bf16 mxfp4": tools/host_probe.py on those files (HOST_CASES, default 0,6,7).
 # The device tool brings back at most 8 files: $OUT gets the leaderboard's Markdown and JSON, its
 # console output and one text report per profiled case; the database, logs and .ncu-rep stay in $WORK.
 source tools/h200_setup.sh
@@ -14,6 +15,9 @@ t0=$(date +%s)
 timeout ${LEADERBOARD_SECONDS:-330} python3 eval.py --mode leaderboard --budget 2 --no-progress --db "$WORK/lb.db" \
   --logs "$WORK/logs" --sandbox require --json "$OUT/lb.json" --markdown "$OUT/lb.md" "${SUBS[@]}" > "$OUT/leaderboard.txt" 2>&1
 echo "leaderboard rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E "copy bandwidth|^Run:" "$OUT/leaderboard.txt" | head -3
+for file in ${HOST:-}; do
+  timeout 120 python3 tools/host_probe.py "submissions/triton_$file.py" --cases "${HOST_CASES:-0,6,7}" 2>&1 | tail -5
+done
 export PATH=$PATH:/usr/local/cuda/bin
 for pair in ${PROFILE:-}; do
   file=${pair%%:*}; case=${pair##*:}; rep="$WORK/${file}_case$case"
