@@ -60,39 +60,26 @@ Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's n
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
-The sm_90 path (NVIDIA H100 / H200, Gluon): written, OFF (SM90_GLUON = False)
--------------------------------------------------------------------------------
+The sm_90 path (NVIDIA H100 / H200, Gluon)
+------------------------------------------
 `_mla_decode_sm90_kernel`, written in Gluon (Triton's explicit-layout dialect), turns the products
 so that 64 cache rows are the M side of Hopper's warpgroup MMA: S^T = K8 . q8^T in fp8 straight from
-the copied tile (q quantized per tensor, the precision contract's fp8-q path; `_abs_max_kernel`
-finds amax|q| first), and O^T += V^T . P in fp16 from the tile's 512 value dims, converted once to
-fp16 in shared memory while the fp8 MMA runs. It was the fastest file in session 16 (geomean 56.8
-us), but it is off: in session 17 it gave wrong outputs on a few percent of calls (one timed call of
-the leaderboard at 4x8k; tools/stress_check.py, fresh inputs per call: 12 of 500 calls at 4x8k, 6 of
-150 at 64x8k, 11 of 150 at 256x1k), each time in every sequence at once. The cause, found after the
-device time was spent (BENCHMARKS.md, session 17): 2d4da65 had made q's scale the correctly rounded
-amax / 448, while the reference's quantize_fp8 on CUDA multiplies amax by the rounded reciprocal of
-448 (torch's division by a CPU scalar), up to 1 ulp apart; for some amax values q / scale then sits
-on e4m3 rounding ties and 0.6-4% of the q codes round the other way. On the task's inputs that
-happens for 3.5% / 7% / 7.5% of seeds at 4 / 64 / 256 sequences (tools/fp8_scale_emulation.py, CPU),
-the order of the failure rates. The scale is computed as the reference does again (as it was when
-session 16's leaderboard passed), but not yet checked on a GPU: the path stays off until
-tools/stress_check.py passes with it on.
-SM90_GLUON = True brings it back for study (tools/sm90_check.py forces it on; tools/stress_check.py
-takes --config '{"SM90_GLUON": true}').
+the copied tile, and O^T += V^T . P in fp16 from the tile's 512 value dims, converted once to fp16 in
+shared memory while the fp8 MMA runs (two value buffers, so a tile's P.V runs on over the next
+tile's conversion). q is quantized per tensor, the precision contract's fp8-q path:
+`_abs_max_kernel` finds amax|q| on the device, and the scale is amax times the fp32 reciprocal of
+448, exactly as the reference's quantize_fp8 computes it on CUDA; the correctly rounded amax / 448
+differs from it by an ulp for some amax, which moves q / scale across e4m3 rounding ties and gave
+wrong outputs on a few percent of calls (BENCHMARKS.md sessions 17 and 18). It runs for one query
+row per sequence on long sequences (LONG_KV) and wherever the sequences alone fill the GPU, two
+programs per SM there (SM90_WIDE_LAUNCH); elsewhere the portable kernel. Checked on the H200:
+tools/sm90_check.py (forced on for every one-row test case and ragged batches, 11 of 11),
+tools/stress_check.py (0 of 900 calls wrong at 4x8k, 64x8k and 256x1k, fresh inputs each) and the
+audited leaderboard.
 
-What bounds it now (one H200, Triton 3.6)
------------------------------------------
-The portable kernel on every shape. Its last audited timing is session 16's leaderboard, of the
-file before the Gluon path (the same portable kernel and launch settings): geomean 69.4 us (4x1k
-14.7, 4x8k 26.2, 32x1k 24.5, 32x8k 105.9, 64x1k 37.5, 64x8k 197.6, 256x1k 100.4, 256x8k 721.7; the
-cache read at 37% / 40% of the copy bandwidth at 64x8k / 256x8k); not re-timed in session 17 (no
-device time left once the fault was found).
-
-The portable kernel (every other GPU, and the interpreter) is bound by shared memory (Nsight
-Compute, 64x8k on the H200, BENCHMARKS.md session 4: L1/shared 76% busy, DRAM 33%): with M = 16
-every warp re-reads the whole 16 x 576 query from shared memory per 32-row tile, 4 x 18 KB against
-18 KB of cache bytes, and the converted fp16 tile goes through shared memory too.
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md session 18)
+-------------------------------------------------------------------
+<LB>
 """
 
 import math

@@ -5,7 +5,9 @@ For each named benchmark case: the CPU wall time of `custom_kernel(data)` from c
 median of --calls calls, two ways: back to back (no synchronisation between calls; the GPU queue
 keeps the launches from waiting on the GPU) and after a synchronisation (each call starts with the
 GPU idle). The first calls (plan, compile) are left out. Also the number of kernel launches of
-one call (torch.profiler), so one-launch calls can be told apart.
+one call (torch.profiler), so one-launch calls can be told apart, and the file's own share: the
+same call with its `_launch` replaced by the argument specialization it computes (no Triton, no
+kernel), back to back.
 
 Usage (GPU machine, repo root):
     python tools/host_probe.py submissions/triton_mxfp4.py --cases 6,7 [--calls 200] [--config '{...}']
@@ -58,10 +60,11 @@ def main() -> int:
     args = parser.parse_args()
     info = detect("cuda")
     problem = load_problem(ROOT / "task.yml")
-    fn = load(args.submission, 0, parse_config(args.config)).custom_kernel
+    module = load(args.submission, 0, parse_config(args.config))
+    fn = module.custom_kernel
     print(f"{Path(args.submission).name} {args.config}, {info.describe()}, median of {args.calls} calls")
-    print("| case | kernels per call | host µs back to back | host µs after a sync |")
-    print("|---|---|---|---|")
+    print("| case | kernels per call | host µs back to back | host µs after a sync | without the launches |")
+    print("|---|---|---|---|---|")
     for index in map(int, args.cases.split(",")):
         case = problem.spec.cases("benchmark")[index]
         data = problem.generate(case.args, case.seed, info.torch_device)
@@ -70,7 +73,11 @@ def main() -> int:
         kernels = launches(fn, data)
         b2b = statistics.median(host_times(fn, data, args.calls, sync=False))
         synced = statistics.median(host_times(fn, data, args.calls, sync=True))
-        print(f"| {problem.label(case.args)} | {kernels} | {b2b:.1f} | {synced:.1f} |", flush=True)
+        launch = module._launch
+        module._launch = lambda plan, kernel, grid, a, constexprs, options: [module._specialization(x) for x in a]
+        own = statistics.median(host_times(fn, data, args.calls, sync=False))
+        module._launch = launch
+        print(f"| {problem.label(case.args)} | {kernels} | {b2b:.1f} | {synced:.1f} | {own:.1f} |", flush=True)
     return 0
 
 
