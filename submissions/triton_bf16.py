@@ -46,14 +46,16 @@ The split combine, the launch plan and `_launch` are one block of code shared by
 bundled Triton files (kept identical by tools/shared_code.py).
 
 What bounds it now (one H200, Triton 3.6; the harness's audited leaderboard, BENCHMARKS.md session
-16): geomean over the 8 benchmark shapes 62.8 us; 64 x 8192 in 156 us and 256 x 8192 in 569 us, 92%
-and 101% of the 4.2 TB/s copy rate (a read-only stream can slightly beat a copy): the long shapes are
-bound by memory bandwidth. The small shapes (4-64 x 1024) take 14-37 us against 1-18 us for their
-bytes: at 4 x 1024 Nsight Compute gives the split kernel 7.9 us and the combine 5.3 (session 15),
-so launch latency, the combine and few tiles per program bound them; fp16 partials and longer
-splits gave no gain there (session 16: 13.6 and 17.4 against 13.7 us at 4 x 1024). What would lift them: one launch instead of two (the
-last program of a sequence merging its splits), which also keeps the profiler's per-kernel sum equal
-to the timed call.
+18): geomean over the 8 benchmark shapes 61.4 us timed, 57.6 us of kernel time by Nsight Compute;
+64 x 8192 in 158 us and 256 x 8192 in 582 us, 91% and 98% of the 4.2 TB/s copy rate: the long
+shapes are bound by memory bandwidth. The short ones are not: at 4 x 1024 (14.0 us) the split
+kernel takes 7.9 us and the combine about 5. The split kernel's 128 programs (one 32-row tile each,
+4 warps, one per SM) wait on latency: 0.14 warps eligible per scheduler, one instruction per 6.8
+cycles per warp, 45% of those gaps on global loads, DRAM 13% busy. At 256 x 1024 (two waves of one
+8-warp program per SM) DRAM is 74% busy and a third of the gaps wait on shared memory. What would
+lift the short shapes: one launch instead of two (the last program of a sequence merging its
+splits), which also keeps the profiler's per-kernel sum equal to the timed call, and more warps on
+each tile at 4 x 1024.
 """
 
 import math

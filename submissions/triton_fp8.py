@@ -79,7 +79,24 @@ audited leaderboard.
 
 What bounds it now (one H200, Triton 3.6; BENCHMARKS.md session 18)
 -------------------------------------------------------------------
-<LB>
+The audited leaderboard of session 18, us: 4x1k 14.2, 4x8k 25.4, 32x1k 24.4, 32x8k 73.8, 64x1k
+36.9, 64x8k 126.4, 256x1k 84.5, 256x8k 438.8: geomean 57.1 (55.1 us of kernel time by Nsight
+Compute; 71.5 for the portable kernel alone in the same run), the fastest bundled file. The cache
+is read at 57% / 65% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the Gluon kernel:
+at 64x8k (one 4-warp program per SM, 255 registers, 218 KB of shared memory) 119.4 us, DRAM 53%
+busy, L1/shared 62%, 0.23 warps eligible per scheduler, an instruction every 4.4 cycles per warp;
+at 256x8k (two programs per SM) 408.8 us, DRAM 62%, L1/shared 70%, 0.35 eligible, 6.7 cycles.
+Neither memory is saturated: one warpgroup runs the whole per-tile chain (wait for the copy, fp8
+MMA, softmax, the values' fp16 conversion, P.V) with at most one other warpgroup per SM to hide
+its latencies. What would lift it: warp specialization as in triton_mxfp4.py (converter warps
+filling a ring of fp16 value tiles while an MMA warpgroup runs). The short shapes take the portable
+kernel and the combine, launch- and latency-bound as in triton_bf16.py (4x1k: the split kernel 9.1
+us, 64 programs of 4 warps, 0.19 eligible warps per scheduler, DRAM 6% busy).
+
+The portable kernel (every other GPU, and the interpreter) is bound by shared memory (Nsight
+Compute, 64x8k on the H200, BENCHMARKS.md session 4: L1/shared 76% busy, DRAM 33%): with M = 16
+every warp re-reads the whole 16 x 576 query from shared memory per 32-row tile, 4 x 18 KB against
+18 KB of cache bytes, and the converted fp16 tile goes through shared memory too.
 """
 
 import math
