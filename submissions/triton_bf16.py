@@ -39,9 +39,10 @@ The launch plan (split count, grid, workspaces) depends only on the shapes and i
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
 per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
-~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
-BENCHMARKS.md session 4). The direct launch relies on Triton internals, so it is on only for the
-Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's normal path.
+~30 us of host time; with direct launches a whole one-launch call takes 23-37 us (back to back,
+BENCHMARKS.md session 18; about 9 us of it this file's own Python). The direct launch relies on
+Triton internals, so it is on only for the Triton versions in DIRECT_LAUNCH_TRITON; elsewhere
+every launch takes Triton's normal path.
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
@@ -54,8 +55,8 @@ kernel takes 7.9 us and the combine about 5. The split kernel's 128 programs (on
 cycles per warp, 45% of those gaps on global loads, DRAM 13% busy. At 256 x 1024 (two waves of one
 8-warp program per SM) DRAM is 74% busy and a third of the gaps wait on shared memory. What would
 lift the short shapes: one launch instead of two (the last program of a sequence merging its
-splits), which also keeps the profiler's per-kernel sum equal to the timed call, and more warps on
-each tile at 4 x 1024.
+splits), which also keeps the profiler's per-kernel sum equal to the timed call. (More warps on the
+same 32-row tile made 4 x 1024 slower: 14.4 against 13.2 us.)
 """
 
 import math
@@ -79,7 +80,7 @@ LAUNCH = {                   # (query rows per program, long sequences?) -> tile
     (4, True): dict(block_n=64, num_warps=8, num_stages=2),
 }
 LONG_KV = 4096               # average KV rows per sequence from which the "long" settings apply
-SHORT_TILE_ROWS_PER_SM = 128 # ... or, with one query row per program, cache rows per SM (_file_launch)
+SHORT_TILE_ROWS_PER_SM = 128 # ... or, with one query row per program, cache rows read per SM (_file_launch)
 Q_ROWS_PER_PROGRAM = 4       # most query rows (x16 heads) per program when q_seq_len > 1 ...
 MULTI_ROW_MIN_BATCH = 1      # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = 0         # ... and at least this average KV length; else 1 row per program
@@ -190,9 +191,9 @@ def _file_launch(q_rows: int, avg_kv: float, programs: int, sms: int, device: to
                  interpreted: bool, amd: bool) -> dict:
     """This file's tile and launch shape for a plan (the shared `_make_plan` below asks): `programs`
     query-row groups of `avg_kv` cache rows on average, `sms` SMs (0 under the interpreter)."""
-    # One query row per program: the long settings also when the cache holds SHORT_TILE_ROWS_PER_SM
-    # rows or more per SM (at 32-256 x 1k: 23.1 / 32.1 / 86.1 against 25.6 / 36.9 / 93.4 us; at 4 x 1k,
-    # 31 rows per SM, 14.1 against 13.2; BENCHMARKS.md session 18).
+    # One query row per program: the long settings also when the programs read SHORT_TILE_ROWS_PER_SM
+    # cache rows or more per SM (at 32-256 x 1k: 23.1 / 32.1 / 86.1 against 25.6 / 36.9 / 93.4 us; at
+    # 4 x 1k, 31 rows per SM, 14.1 against 13.2; BENCHMARKS.md session 18).
     long_kv = avg_kv >= LONG_KV or (q_rows == 1 and avg_kv * programs >= SHORT_TILE_ROWS_PER_SM * sms > 0)
     return AMD_LAUNCH if amd else LAUNCH[(q_rows, long_kv)]
 

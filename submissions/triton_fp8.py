@@ -25,8 +25,9 @@ whole GPU busy":
   each sequence's KV range is cut into NUM_SPLITS chunks handled by separate programs. Each writes
   a partial result (its output normalised by its own softmax sum, and the log-sum-exp) to a cached
   fp32 workspace, and a small second kernel merges the splits. With enough sequences the plan
-  uses one split and the first kernel writes the bf16 output directly (one launch). The split
-  count comes from the SM count, the average KV length and a cap on the partials' traffic.
+  uses one split and the first kernel writes the bf16 output directly (one launch of it; the
+  Gluon path adds the |q| reduction before it). The split count comes from the SM count, the
+  average KV length and a cap on the partials' traffic.
 * With q_seq_len > 1 a program takes up to Q_ROWS_PER_PROGRAM query rows of a sequence at once
   (M = 16 x rows), so their shared KV rows are read once for all of them.
 * Lengths are ragged and only the device knows them: the host plans from the average length
@@ -54,9 +55,10 @@ The launch plan (split count, grid, workspaces) depends only on the shapes and i
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
 per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
-~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
-BENCHMARKS.md session 4). The direct launch relies on Triton internals, so it is on only for the
-Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's normal path.
+~30 us of host time; with direct launches a whole call takes 40-62 us on the Gluon path (back to
+back, BENCHMARKS.md session 18: two or three launches; about 14-22 us of it this file's own
+Python). The direct launch relies on Triton internals, so it is on only for the Triton versions in
+DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's normal path.
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 
@@ -81,7 +83,7 @@ What bounds it now (one H200, Triton 3.6; BENCHMARKS.md session 18)
 -------------------------------------------------------------------
 The audited leaderboard of session 18, us: 4x1k 14.2, 4x8k 25.4, 32x1k 24.4, 32x8k 73.8, 64x1k
 36.9, 64x8k 126.4, 256x1k 84.5, 256x8k 438.8: geomean 57.1 (55.1 us of kernel time by Nsight
-Compute; 71.5 for the portable kernel alone in the same run), the fastest bundled file. The cache
+Compute; 71.5 for the portable kernel alone in the same run), level with triton_mxfp4.py. The cache
 is read at 57% / 65% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the Gluon kernel:
 at 64x8k (one 4-warp program per SM, 255 registers, 218 KB of shared memory) 119.4 us, DRAM 53%
 busy, L1/shared 62%, 0.23 warps eligible per scheduler, an instruction every 4.4 cycles per warp;

@@ -90,9 +90,10 @@ The launch plan (split count, grid, workspaces) depends only on the shapes and i
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
 Launches after the first go straight to the compiled kernel (`_launch`), skipping Triton's
 per-launch argument binding: on the H200 machine's CPU a launch through `kernel[grid](...)` costs
-~30 us of host time; with direct launches a whole one-launch call takes 22-33 us (back to back,
-BENCHMARKS.md session 4). The direct launch relies on Triton internals, so it is on only for the
-Triton versions in DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's normal path.
+~30 us of host time; with direct launches a whole one-launch call takes 30-46 us (back to back,
+BENCHMARKS.md session 18; 13-25 us of it this file's own Python). The direct launch relies on
+Triton internals, so it is on only for the Triton versions in DIRECT_LAUNCH_TRITON; elsewhere
+every launch takes Triton's normal path.
 The split combine, the launch plan and `_launch` are one block of code shared by the three
 bundled Triton files (kept identical by tools/shared_code.py).
 

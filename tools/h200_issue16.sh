@@ -21,7 +21,7 @@ done
 export PATH=$PATH:/usr/local/cuda/bin
 for pair in ${PROFILE:-}; do
   file=${pair%%:*}; case=${pair##*:}; rep="$WORK/${file}_case$case"
-  timeout 120 ncu --profile-from-start off --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
+  timeout 120 ncu -f --profile-from-start off --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats -k regex:mla_decode -o "$rep" \
     python3 tools/ncu_case.py "submissions/triton_$file.py" "$case" > "$rep.log" 2>&1
   ncu --import "$rep.ncu-rep" --page details --print-units base > "$OUT/${file}_case$case.txt" 2>&1

@@ -18,8 +18,8 @@ for case in ${STRESS:-}; do  # many calls on fresh inputs, every output checked 
     --calls ${STRESS_CALLS:-300} --config '{"SM90_GLUON": true}' 2>&1 | tail -3
 done
 CASES=${CASES:-0,1,2,3,4,5,6,7}
-if [[ $FILE == fp8 ]]; then  # its Gluon path ships off (BENCHMARKS.md session 17): on, and on without the wide launch
-  CONFIGS=('{}' '{"SM90_GLUON": true}' '{"SM90_GLUON": true, "SM90_WIDE": false}')
+if [[ $FILE == fp8 ]]; then  # as shipped (Gluon on), the portable kernel alone, Gluon without the two-per-SM launch
+  CONFIGS=('{}' '{"SM90_GLUON": false}' '{"SM90_WIDE": false}')
 else
   CONFIGS=('{}' '{"SM90_GLUON": false}')
 fi

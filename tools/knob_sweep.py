@@ -10,9 +10,10 @@ Usage (GPU machine, repo root):
     python tools/knob_sweep.py submissions/triton_bf16.py [more files] --cases 0,1,2,4 \
         --config '{}' --config '{"COMBINE_BLOCK_ELEMS": 2048}'
 A configuration is a JSON object, or a Python literal where JSON cannot say it (tuple keys): a
-dict-valued knob is updated, not replaced, so
+dict-valued knob is updated one level deep ({**old, **new}), not replaced, so
     --config "{'LAUNCH': {(1, False): {'block_n': 64, 'num_warps': 4, 'num_stages': 2}}}"
-changes one entry of LAUNCH.
+changes one entry of LAUNCH, and that entry must be given whole; an entry cannot be removed, and
+an empty dict changes nothing.
 Prints one markdown table: median µs per case and configuration, and the geomean over the cases.
 """
 
@@ -81,7 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("submissions", nargs="+")
     parser.add_argument("--cases", default="0,1,2,4")
-    parser.add_argument("--config", action="append", default=[], help="JSON object of knob overrides")
+    parser.add_argument("--config", action="append", default=[], help="knob overrides: JSON, or a Python literal (dict knobs are updated; see above)")
     parser.add_argument("--calls", type=int, default=40)
     args = parser.parse_args()
 
