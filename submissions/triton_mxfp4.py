@@ -119,9 +119,9 @@ The audited leaderboard of session 18, us: 4x1k 15.6, 4x8k 23.0, 32x1k 22.4, 32x
 Compute (session 17: 57.2 timed, from 89.8 for this file before the Gluon path). The cache is read
 at 27% / 27% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the kernel at 64x8k (12
 warps per SM, one program): DRAM 25% busy, L1/shared 69%, 0.47 instructions issued per scheduler
-and cycle with 0.79 warps eligible; a warp waits 6.3 cycles between instructions, mostly on shared-memory results (short
-scoreboard 1.52 per instruction), global loads (long scoreboard 0.92), barriers (0.63) and the
-math pipes (0.42). Neither DRAM nor shared memory is saturated: the decoder warps' instruction
+and cycle with 0.79 warps eligible; a warp waits 6.3 cycles between instructions, mostly on
+shared-memory results (short scoreboard 1.52 per instruction), global loads (long scoreboard 0.92),
+barriers (0.63) and the math pipes (0.42). Neither DRAM nor shared memory is saturated: the decoder warps' instruction
 stream (~3.3 instructions per element, issued with too few warps to hide their latencies) and the
 MMA warpgroup's per-tile chain (q.K^T, a cross-warp max, P through shared memory, P.V) bound it.
 What would lift it: fewer decode instructions (the issue's byte-permute decode into fp8, with fp8
