@@ -690,6 +690,8 @@ if gluon is not None:
         ], [DECODER_WARPS], [DECODER_REGS])
 
 
+# ==== shared sm_90 code: the same in triton_fp8.py and triton_mxfp4.py, to the end mark
+# ==== (tests/test_shared_code.py). Edit it in triton_fp8.py, then: python tools/shared_code.py --write
 def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     """Whether launches on `device` take the Gluon kernel: an NVIDIA sm_90 GPU, a Triton version in
     SM90_TRITON with Gluon, and the SM90_GLUON knob on."""
@@ -698,6 +700,7 @@ def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     if tuple(triton.__version__.split(".")[:2]) not in SM90_TRITON:
         return False
     return torch.cuda.get_device_capability(device) == (9, 0)
+# ==== end of shared sm_90 code ====
 
 
 def _file_launch(q_rows: int, avg_kv: float, programs: int, sms: int, device: torch.device,

@@ -1,6 +1,7 @@
 """The three bundled Triton kernels share one block of code (split combine, launch plan, direct
-launch), copied into each single file from triton_bf16.py by tools/shared_code.py; and the direct
-launch, which relies on Triton internals, falls back to Triton's normal launch wherever it was not
+launch), copied into each single file from triton_bf16.py by tools/shared_code.py, and the two
+Gluon files a second one (the choice of their sm_90 path), from triton_fp8.py; the direct launch,
+which relies on Triton internals, falls back to Triton's normal launch wherever it was not
 measured or no longer fits."""
 
 import shutil
@@ -14,8 +15,18 @@ from conftest import ROOT, TRITON_KERNELS, load_submission
 sys.path.insert(0, str(ROOT / "tools"))
 import shared_code  # noqa: E402
 
-def test_every_copy_of_the_shared_code_agrees():
-    assert shared_code.differences() == {}, "run: python tools/shared_code.py --write"
+@pytest.mark.parametrize("spec", shared_code.BLOCKS, ids=lambda spec: spec.begin)
+def test_every_copy_of_the_shared_code_agrees(spec):
+    assert shared_code.differences(*spec) == {}, "run: python tools/shared_code.py --write"
+
+
+def test_a_drifted_copy_of_the_sm90_block_is_named(tmp_path):
+    spec = shared_code.BLOCKS[1]
+    copy = tmp_path / "triton_mxfp4.py"
+    text = (ROOT / "submissions" / "triton_mxfp4.py").read_text()
+    copy.write_text(text.replace("== (9, 0)", "== (9, 1)"))
+    diffs = shared_code.differences(spec.source, (copy,), spec.begin, spec.end)
+    assert list(diffs) == [copy] and "+    return torch.cuda.get_device_capability(device) == (9, 1)" in diffs[copy]
 
 
 def test_a_drifted_copy_is_named_and_rewritten(tmp_path):
