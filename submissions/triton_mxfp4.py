@@ -123,12 +123,12 @@ and cycle with 0.79 warps eligible; a warp waits 6.3 cycles between instructions
 shared-memory results (short scoreboard 1.52 per instruction), global loads (long scoreboard 0.92),
 barriers (0.63) and the math pipes (0.42). Neither DRAM nor shared memory is saturated: the decoder
 warps' instruction stream (~3.3 instructions per element, issued with too few warps to hide their
-latencies) and the MMA warpgroup's per-tile chain (q.K^T, a cross-warp max, P through shared memory, P.V) bound it.
-What would lift it: fewer decode instructions (the issue's byte-permute decode into fp8, with fp8
-q.K^T), and a deeper ring of decoded tiles so that decoding runs further ahead (shared memory
-allows two 74 KB bf16 tiles; fp8 tiles would allow more). At 4x1k the kernel takes 10.8 us with
-32 programs (8 splits per sequence: MIN_TILES_PER_SPLIT = 2), so 100 of the 132 SMs idle; more
-splits there are the untried lever.
+latencies) and the MMA warpgroup's per-tile chain (q.K^T, a cross-warp max, P through shared
+memory, P.V) bound it. What would lift it: fewer decode instructions (the issue's byte-permute
+decode into fp8, with fp8 q.K^T), and a deeper ring of decoded tiles so that decoding runs further
+ahead (shared memory allows two 74 KB bf16 tiles; fp8 tiles would allow more). At 4x1k the kernel
+takes 10.8 us with 32 programs (8 splits per sequence: MIN_TILES_PER_SPLIT = 2), so 100 of the 132
+SMs idle; more splits there are the untried lever.
 """
 
 import math
