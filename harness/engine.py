@@ -28,8 +28,8 @@ from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
 from harness.scan import SourceError, declared_variant, read_source, scan
 from harness.spec import Case
 from harness.results import CaseResult, SubmissionResult
-from harness.timing import (FLOOR_FACTOR, CallTiming, noise_warnings, should_stop, summarize, tail_problem,
-                            timing_problem)
+from harness.timing import (FLOOR_FACTOR, CallTiming, caught_up_warnings, noise_warnings, should_stop, summarize,
+                            tail_problem, timing_problem)
 from harness.verdict import Verdict, judge, tensors
 
 
@@ -342,6 +342,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     device_times: list[float] = []
     host_times: list[float] = []
     tails: list[float] = []
+    caught_up: list[bool] = []
     matched = [""]  # the last output's verdict text ("matches kv=..., rel L2 ...")
     next_seed = ctx.timed_seeds(case)
     start = time.monotonic()
@@ -357,6 +358,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
             device_times.append(call_timing.device_s)
             host_times.append(call_timing.host_s)
             tails.append(call_timing.tail_s)
+            caught_up.append(call_timing.caught_up)
             progress("call", case=case, done=len(device_times), total=timing.max_runs)
             matched[0] = verdict.reason
         return None
@@ -376,7 +378,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
-                                                          timing.target_rel_ci))
+                                                          timing.target_rel_ci) + caught_up_warnings(caught_up))
 
 
 def _profile_case(inputs: _Inputs) -> CaseResult:

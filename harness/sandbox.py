@@ -131,7 +131,8 @@ class Sandbox:
         round_trip = time.perf_counter() - start
         try:
             timing = CallTiming(_number(reply["device_s"]), _number(reply["host_s"]), _number(reply["tail_s"]),
-                                tuple(_text(r, 80) for r in list(reply["replaced"])[:10]))
+                                tuple(_text(r, 80) for r in list(reply["replaced"])[:10]),
+                                caught_up=reply.get("caught_up") is True)
             layout = reply["layout"]
             described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
                                      _text(layout["device"], 20))

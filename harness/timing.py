@@ -22,6 +22,8 @@ class CallTiming:
     host_s: float       # CPU wall time from call to return
     tail_s: float       # how long a device-wide synchronize took after the end event: work left on other streams
     replaced: tuple[str, ...]  # timer functions found replaced after the call
+    caught_up: bool = False  # the GPU had passed the start event when the call returned: it may
+                             # have waited for the call's launches inside the timed interval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +114,18 @@ def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]
 
 
 NOISY_STD = 0.10  # std above 10% of the median
+CAUGHT_UP_SHARE = 0.10  # warn when more timed calls than this caught up with their launches
+
+
+def caught_up_warnings(flags: list[bool]) -> tuple[str, ...]:
+    """A warning when many of a case's timed calls let the GPU reach the start event before their
+    launches were all queued (the worker's busy work grows after each such call, so this means the
+    call's host time is long or erratic: the median may include the GPU waiting for the host)."""
+    caught = sum(flags)
+    if not flags or caught <= CAUGHT_UP_SHARE * len(flags):
+        return ()
+    return (f"launch-bound: the GPU caught up with the host before {caught} of {len(flags)} timed calls "
+            f"returned; their times may include waiting for launches",)
 
 
 def noise_warnings(stats: Stats, elapsed: float, budget: float, target_rel_ci: float) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """Statistics and the stopping rule; the store's transactions."""
 
+import collections
 import sqlite3
 from pathlib import Path
 
@@ -150,12 +151,67 @@ def test_flush_ops_are_valid_torch_calls():
     timer.buffer = torch.ones(1 << 16, dtype=torch.uint8)
     timer._words = timer.buffer.view(torch.float32)
     timer._sink = torch.full((), 5.0)
-    timer._sync, timer._host_estimate, timer.flush_s, timer.flush = (lambda: None), 1e-4, 1e-5, "write+read"
+    timer._sync, timer.flush_s, timer.flush = (lambda: None), 1e-5, "write+read"
+    timer._host_times, timer._boost = collections.deque([1e-4], maxlen=CallTimer.HOST_WINDOW), 1.0
     buffer_at_reset = []   # the persisting-L2 reset runs first, before the flush's writes
     timer._reset_l2 = lambda: buffer_at_reset.append(int(timer.buffer.sum()))
     timer.prepare()
     assert buffer_at_reset == [1 << 16]
     assert int(timer.buffer.sum()) == 0 and float(timer._sink) == 0.0  # written, then read back
+
+
+def test_busy_work_covers_the_slowest_recent_call_and_grows_when_the_gpu_caught_up():
+    """The GPU timer's sizing and its caught-up report, with the CUDA calls replaced by fakes: the
+    busy work covers BUSY_MARGIN x the longest of the last HOST_WINDOW host times, doubles after a
+    timed call whose start event the GPU had passed before the call returned, and halves back."""
+    from harness.worker.timer import CallTimer
+
+    clock, passed, writes = [0.0], [False], []
+    timer = object.__new__(CallTimer)
+    timer.gpu, timer.flush_s, timer.flush = True, 10e-6, "write"
+    timer._host_times, timer._boost = collections.deque(maxlen=CallTimer.HOST_WINDOW), 1.0
+    timer._originals, timer._reset_l2 = {}, None
+    timer._perf = lambda: clock[0]
+    timer._sync = timer._event_sync = timer._record = lambda *a: None
+    timer._event = lambda **kw: object()
+    timer._elapsed = lambda begin, end: 0.02
+    timer._query = lambda event: passed[0]
+    timer.buffer = type("Buffer", (), {"zero_": lambda self: writes.append(1)})()
+
+    def call(host_s, caught_up, timed=True):
+        def fn(data):
+            clock[0] += host_s
+            passed[0] = caught_up
+            return data
+        writes.clear()
+        clock[0] = 0.0
+        out, timing = timer(fn, "x", timed=timed)
+        assert out == "x" and timing["caught_up"] is caught_up and timing["host_s"] == host_s
+        return len(writes)
+
+    assert call(300e-6, False, timed=False) == 0            # untimed calls are not prepared
+    assert timer.busy_seconds() == CallTimer.BUSY_MARGIN * 300e-6
+    for _ in range(3):
+        call(100e-6, False)
+    assert timer.busy_seconds() == CallTimer.BUSY_MARGIN * 300e-6   # the slow call still counts
+    assert call(100e-6, False) == 1 + 45                     # 450 µs of busy work in 10 µs writes
+    call(100e-6, True)                                       # caught up: the next calls get twice as much
+    assert timer.busy_seconds() == 2 * CallTimer.BUSY_MARGIN * 300e-6
+    for _ in range(CallTimer.HOST_WINDOW):                   # the slow call leaves the window; clean calls halve the boost
+        call(100e-6, False)
+    assert timer.busy_seconds() == CallTimer.BUSY_MARGIN * 100e-6
+    for _ in range(10):
+        call(100e-6, True)
+    assert timer._boost == CallTimer.MAX_BOOST
+    assert call(100e-6, False) == CallTimer.MAX_BUSY_WRITES  # 8 x 150 µs: capped at ~2.5 ms
+
+
+def test_caught_up_calls_warn_above_a_tenth():
+    from harness.timing import caught_up_warnings
+
+    assert caught_up_warnings([]) == () and caught_up_warnings([True] + [False] * 9) == ()
+    (warning,) = caught_up_warnings([True, True] + [False] * 8)
+    assert warning.startswith("launch-bound:") and "2 of 10 timed calls" in warning
 
 
 def test_persisting_l2_reset_is_found_only_on_nvidia(monkeypatch):

@@ -9,7 +9,7 @@ Protocol (parent -> worker, worker -> parent):
   worker: {"op": "ready"} | {"op": "fatal", kind, message}       after importing the submission
   parent: {"op": "inputs", tree, output} + one descriptor per tensor, then the output slot's
   parent: {"op": "call", timed, mark}  call custom_kernel once, copy its output into the slot
-                                        -> {"op": "output", copied, layout, device_s, host_s, tail_s, replaced}
+                                        -> {"op": "output", copied, layout, device_s, host_s, tail_s, caught_up, replaced}
   parent: {"op": "capture"}            capture one call in a CUDA graph; later calls replay it, until
                                        the next inputs -> {"op": "captured", ok, message}
   parent: {"op": "profile", rows}      one call under torch.profiler -> {"op": "profile", table}

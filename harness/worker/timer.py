@@ -8,6 +8,7 @@ harness/audit.py).
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import math
 import time
@@ -23,10 +24,13 @@ class CallTimer:
     tell afterwards whether the submission replaced any of them. On a GPU, before each timed call
     it evicts L2 and keeps the GPU busy while the call's launches are queued:
 
-    * busy writes into a buffer of twice the L2 size, for about as long as the previous call's
-      host time (real memory work: a spin kernel lets clocks drop, BENCHMARKS.md), so every
-      launch of the call is queued before the GPU reaches the start event and the events measure
-      device work, not Python launch overhead;
+    * busy writes into a buffer of twice the L2 size (real memory work: a spin kernel lets clocks
+      drop, BENCHMARKS.md), for BUSY_MARGIN times the longest host time of the last HOST_WINDOW
+      calls, so every launch of the call is queued before the GPU reaches the start event and the
+      events measure device work, not Python launch overhead. A worker's host time per call varies
+      by a factor of three from call to call (cold caches after the parent's refill and check);
+      sizing to a running mean let the GPU reach the start event early and wait for launches
+      inside the timed interval (BENCHMARKS.md, session 19);
     * then one read of the whole buffer, so L2 ends up holding clean lines: the call's first
       reads do not pay for writing back the flush's dirty lines (`flush="write"` skips this step;
       tools/timing_experiments.py compares the two).
@@ -37,24 +41,34 @@ class CallTimer:
     H200 they did not, even without the reset (tests/zoo_gpu/persists_in_l2.py;
     tools/l2_persist_check.py measures both ways): the reset is defence in depth.
 
-    Host time (CPU wall from call to return) is reported beside the device time.
+    Host time (CPU wall from call to return) is reported beside the device time, and whether the
+    GPU had already passed the start event when the call returned (`caught_up`: it may then have
+    waited for the call's launches inside the timed interval). A call that caught up doubles the
+    busy work of the calls after it (up to MAX_BOOST times), and the parent warns when a case's
+    calls caught up often.
     """
 
     MAX_BUSY_WRITES = 64  # cap the busy work at ~64 flushes (~2.5 ms on an H200)
+    BUSY_MARGIN = 1.5     # busy work covers 1.5x ...
+    HOST_WINDOW = 8       # ... the longest host time of the last 8 calls
+    MAX_BOOST = 8
 
     def __init__(self, device_type: str, l2_bytes: int, flush: str = "write+read"):
         self.gpu = device_type == "cuda"
         self.flush = flush
         self._perf = time.perf_counter
         self._originals = {"time.perf_counter": (time, "perf_counter", time.perf_counter)}
-        self._host_estimate = 0.0
+        self._host_times: collections.deque[float] = collections.deque(maxlen=self.HOST_WINDOW)
+        self._boost = 1.0
         if not self.gpu:
             return
         cuda, event = torch.cuda, torch.cuda.Event
         self._event, self._sync = event, cuda.synchronize
         self._record, self._elapsed, self._event_sync = event.record, event.elapsed_time, event.synchronize
+        self._query = event.query
         for owner, name, label in ((cuda, "synchronize", "torch.cuda.synchronize"), (cuda, "Event", "torch.cuda.Event"),
                                    (event, "record", "torch.cuda.Event.record"),
+                                   (event, "query", "torch.cuda.Event.query"),
                                    (event, "elapsed_time", "torch.cuda.Event.elapsed_time"),
                                    (event, "synchronize", "torch.cuda.Event.synchronize")):
             self._originals[label] = (owner, name, getattr(owner, name))
@@ -87,18 +101,23 @@ class CallTimer:
         self._sync()
         if self._reset_l2 is not None:
             self._reset_l2()
-        writes = min(self.MAX_BUSY_WRITES, 1 + math.ceil(1.2 * self._host_estimate / self.flush_s))
+        writes = min(self.MAX_BUSY_WRITES, 1 + math.ceil(self.busy_seconds() / self.flush_s))
         for _ in range(writes):  # the first evicts L2; the rest keep the GPU busy while we launch
             self.buffer.zero_()
         if self.flush == "write+read":
             self._read_pass()
+
+    def busy_seconds(self) -> float:
+        """How long the busy work before the next timed call should last."""
+        return self.BUSY_MARGIN * self._boost * max(self._host_times, default=0.0)
 
     def __call__(self, fn: Callable[[Any], Any], data: Any, timed: bool) -> tuple[Any, dict[str, Any]]:
         if not self.gpu:
             start = self._perf()
             out = fn(data)
             host = self._perf() - start
-            return out, {"device_s": host, "host_s": host, "tail_s": 0.0, "replaced": list(self.replaced())}
+            return out, {"device_s": host, "host_s": host, "tail_s": 0.0, "caught_up": False,
+                         "replaced": list(self.replaced())}
         if timed:
             self.prepare()
         begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
@@ -106,14 +125,17 @@ class CallTimer:
         start = self._perf()
         out = fn(data)
         host = self._perf() - start
+        caught_up = bool(self._query(begin))  # the GPU passed the start event before the call returned
         self._record(end)
         self._event_sync(end)
         tail_start = self._perf()
         self._sync()  # returns at once unless work is still running elsewhere on the device
         tail = self._perf() - tail_start
-        self._host_estimate = host if self._host_estimate == 0 else 0.5 * (self._host_estimate + host)
+        self._host_times.append(host)
+        if timed:
+            self._boost = min(self.MAX_BOOST, 2 * self._boost) if caught_up else max(1.0, self._boost / 2)
         return out, {"device_s": self._elapsed(begin, end) / 1e3, "host_s": host, "tail_s": tail,
-                     "replaced": list(self.replaced())}
+                     "caught_up": caught_up, "replaced": list(self.replaced())}
 
 
 def persisting_l2_reset() -> Callable[[], Any] | None:

@@ -26,7 +26,7 @@ def _no_flush(self):
     """The timer's prepare without its eviction: wait for the refill, then spin the GPU for as long
     as the timer's busy writes would last (its host-time estimate, at ~2 GHz), touching no memory."""
     self._sync()
-    torch.cuda._sleep(int(2e9 * max(1.2 * self._host_estimate, 50e-6)))
+    torch.cuda._sleep(int(2e9 * max(self.busy_seconds(), 50e-6)))
 
 
 timer.CallTimer.prepare = _no_flush
