@@ -378,7 +378,8 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
-                                                          timing.target_rel_ci) + caught_up_warnings(caught_up))
+                                                          timing.target_rel_ci)
+                   + caught_up_warnings(caught_up, device_times))
 
 
 def _profile_case(inputs: _Inputs) -> CaseResult:

@@ -166,7 +166,7 @@ MULTI_ROW_MIN_BATCH = 32     # ... used only with at least this many sequences
 MULTI_ROW_MIN_KV = LONG_KV   # ... and at least this average KV length; else 1 row per program
 WARPS_PER_SM = 8             # warps resident on one SM at ~255 registers per thread (65536 / (255 * 32)):
                              # split-K fills SMs x (WARPS_PER_SM // num_warps) program slots once
-MIN_TILES_PER_SPLIT = 2      # never split so finely that a chunk holds fewer tiles than this
+MIN_TILES_PER_SPLIT = 1      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
 PARTIAL_DTYPE = "float32"    # split-K partial outputs: "float32", or "float16" (half their bytes; the
                              # log-sum-exps stay fp32); only float32 is measured on a GPU so far

@@ -44,8 +44,8 @@ class CallTimer:
     Host time (CPU wall from call to return) is reported beside the device time, and whether the
     GPU had already passed the start event when the call returned (`caught_up`: it may then have
     waited for the call's launches inside the timed interval). A call that caught up doubles the
-    busy work of the calls after it (up to MAX_BOOST times), and the parent warns when a case's
-    calls caught up often.
+    busy work of the calls after it (up to MAX_BOOST times), and the parent warns when such calls
+    move a case's median (harness/timing.py, `caught_up_warnings`).
     """
 
     MAX_BUSY_WRITES = 64  # cap the busy work at ~64 flushes (~2.5 ms on an H200)
