@@ -112,23 +112,25 @@ swizzled tiles without bank conflicts (Nsight Compute: 4.2 M conflicts -> 7 thou
 Session 17's first version, one warpgroup doing all of it in turn (since removed), measured 73.6
 against 63.1 us (geomean; 4 decoder warps) in the same sweep.
 
-What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 17 and 18)
-----------------------------------------------------------------------------
-The audited leaderboard of session 18, us: 4x1k 15.6, 4x8k 23.0, 32x1k 22.4, 32x8k 77.9, 64x1k
-30.5, 64x8k 143.0, 256x1k 98.4, 256x8k 577.5: geomean 59.4, 54.5 us of kernel time by Nsight
-Compute (session 17: 57.2 timed, from 89.8 for this file before the Gluon path). The cache is read
-at 27% / 27% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the kernel at 64x8k (12
-warps per SM, one program): DRAM 25% busy, L1/shared 69%, 0.47 instructions issued per scheduler
-and cycle with 0.79 warps eligible; a warp waits 6.3 cycles between instructions, mostly on
-shared-memory results (short scoreboard 1.52 per instruction), global loads (long scoreboard 0.92),
-barriers (0.63) and the math pipes (0.42). Neither DRAM nor shared memory is saturated: the decoder
-warps' instruction stream (~3.3 instructions per element, issued with too few warps to hide their
-latencies) and the MMA warpgroup's per-tile chain (q.K^T, a cross-warp max, P through shared
-memory, P.V) bound it. What would lift it: fewer decode instructions (the issue's byte-permute
-decode into fp8, with fp8 q.K^T), and a deeper ring of decoded tiles so that decoding runs further
-ahead (shared memory allows two 74 KB bf16 tiles; fp8 tiles would allow more). At 4x1k the kernel
-takes 10.8 us with 32 programs (8 splits per sequence: MIN_TILES_PER_SPLIT = 2), so 100 of the 132
-SMs idle; more splits there are the untried lever.
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 17 to 19)
+---------------------------------------------------------------------------
+The audited leaderboard of session 19 (call 4), us: 4x1k 13.7, 4x8k 23.2, 32x1k 22.2, 32x8k 78.0,
+64x1k 30.4, 64x8k 142.0, 256x1k 77.3, 256x8k 517.2: geomean 55.9, 54.1 us of kernel time by
+Nsight Compute (session 17: 57.2 timed, from 89.8 for this file before the Gluon path). The cache
+is read at 27% / 30% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the kernel at
+64x8k (session 17; 12 warps per SM, one program): DRAM 25% busy, L1/shared 69%, 0.47 instructions
+issued per scheduler and cycle with 0.79 warps eligible; a warp waits 6.3 cycles between
+instructions, mostly on shared-memory results (short scoreboard 1.52 per instruction), global loads
+(long scoreboard 0.92), barriers (0.63) and the math pipes (0.42). Neither DRAM nor shared memory
+is saturated: the decoder warps' instruction stream (~3.3 instructions per element, issued with too
+few warps to hide their latencies) and the MMA warpgroup's per-tile chain (q.K^T, a cross-warp max,
+P through shared memory, P.V) bound it. What would lift it: fewer decode instructions (the issue's
+byte-permute decode into fp8, with fp8 q.K^T), and a deeper ring of decoded tiles so that decoding
+runs further ahead (shared memory allows two 74 KB bf16 tiles; fp8 tiles would allow more).
+At 4x1k (MIN_TILES_PER_SPLIT 1: 16 splits per sequence, 64 programs; session 19's sweep 15.2 ->
+13.9 us against 2) the kernel takes 8.9 us: DRAM 3% busy, 0.32 warps eligible per scheduler, 13.0
+cycles between a warp's instructions, 36% of them waiting for sibling warps at a barrier (each
+split is one 64-row tile, so decoding and the MMAs hardly overlap), then ~4 us of split combine.
 """
 
 import math
