@@ -4,8 +4,8 @@
 #   old: busy work 1.2x a running mean of host times (halving weights), never grown;
 #   new: this checkout's CallTimer (BUSY_MARGIN x the longest of the last HOST_WINDOW host times,
 #        doubled after a call whose GPU caught up).
-# Both copies report every case's caught-up count (CAUGHT_UP_SHARE patched to -1 so the warning
-# always prints), so the table compares median / audit (the profiler's GPU time per call) with how
+# Both copies report every case's caught-up count (CAUGHT_UP_SHIFT patched to -1 so the warning
+# prints whenever a call caught up), so the table compares median / audit (the profiler's GPU time per call) with how
 # often the GPU reached the start event before the call's launches were queued.
 #   OUT=<folder> ORDER="old new" bash tools/h200_timer_ab.sh
 source tools/h200_setup.sh
@@ -13,7 +13,8 @@ WORK=${WORK:-/tmp/timer_ab}
 rm -rf "$WORK"; mkdir -p "$WORK"
 for arm in old new; do
   mkdir -p "$WORK/$arm" && tar --exclude=./results --exclude=./.whl --exclude=./.git -cf - . | tar -xf - -C "$WORK/$arm"
-  sed -i 's/^CAUGHT_UP_SHARE = .*/CAUGHT_UP_SHARE = -1.0/' "$WORK/$arm/harness/timing.py"
+  sed -i 's/^CAUGHT_UP_SHIFT = .*/CAUGHT_UP_SHIFT = -1.0/' "$WORK/$arm/harness/timing.py"
+  grep -q '^CAUGHT_UP_SHIFT = -1.0' "$WORK/$arm/harness/timing.py" || { echo "CAUGHT_UP_SHIFT not found"; exit 1; }
 done
 python3 - "$WORK/old/harness/worker/timer.py" <<'PY'
 import re, sys
@@ -51,7 +52,7 @@ for arm in arms:
     by_file = {}
     for r in rows:
         m = re.search(r"before (\d+) of (\d+) timed", r.get("warnings") or "")
-        caught = f"{m.group(1)}/{m.group(2)}" if m else "?"
+        caught = f"{m.group(1)}/{m.group(2)}" if m else f"0/{r['runs']}"
         a = r.get("audit_us")
         ratio = (r["median_us"] / a) if a and r.get("median_us") else None
         low = (r["min_us"] / a) if a and r.get("min_us") else None
