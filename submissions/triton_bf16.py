@@ -89,7 +89,7 @@ WARPS_PER_SM = 8             # warps resident on one SM at ~255 registers per th
 MIN_TILES_PER_SPLIT = 1      # never split so finely that a chunk holds fewer tiles than this
 MAX_SPLITS = 64
 PARTIAL_DTYPE = "float32"    # split-K partial outputs: "float32", or "float16" (half their bytes; the
-                             # log-sum-exps stay fp32); only float32 is measured on a GPU so far
+                             # log-sum-exps stay fp32); float16 was slower on the H200 (BENCHMARKS.md session 19)
 PARTIAL_LIMIT = 4.0          # split-K partials (written + read) may add at most this many
                              # bytes per cache byte read; caps splits when q_seq_len > 1
 KV_ROW_BYTES = 1152          # one cache row: 576 bf16 values
