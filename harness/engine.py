@@ -377,8 +377,8 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     device = summarize(device_times)
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    tail=summarize(tails), bytes=moved,
-                   warnings=method_notes + noise_warnings(device, time.monotonic() - start, timing.max_seconds,
-                                                          timing.target_rel_ci)
+                   warnings=method_notes + noise_warnings(device_times, device, time.monotonic() - start,
+                                                          timing.max_seconds, timing.target_rel_ci, caught_up)
                    + caught_up_warnings(caught_up, device_times))
 
 

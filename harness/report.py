@@ -245,7 +245,7 @@ class Leaderboard:
         self.columns = [_case_label(c, label) for c in bench_cases if c.kind == "benchmark"]
         indices = [c.index for c in bench_cases if c.kind == "benchmark"]
         self.title = (f"Leaderboard on {device} (µs, median device time per call; rank by {RANK_TITLES[ranking]}; "
-                      "⚠ = noisy, see the per-case table or exports)")
+                      "⚠ = a timing warning, see the per-case table or exports)")
         self.score_title = RANK_TITLES[ranking]
         self.rows: list[_BoardRow] = []
         for rank, r in enumerate(ranked, 1):
@@ -309,7 +309,7 @@ class Leaderboard:
         return tables
 
     def _case_table(self, rows: Sequence[_BoardRow], layout: BoardLayout, start: int, end: int) -> Table:
-        title = ("Per-case median µs (⚠ = noisy)" if start == 0 else
+        title = ("Per-case median µs (⚠ = a timing warning)" if start == 0 else
                  f"Per-case median µs, continued (cases {start + 1}-{end} of {len(self.columns)})")
         table = Table(title=title, title_justify="left")
         table.add_column("submission", no_wrap=True)

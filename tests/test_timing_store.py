@@ -80,12 +80,26 @@ def test_noise_warnings():
     from harness.timing import noise_warnings
     from harness.timing import summarize
 
-    steady = summarize([10.0, 10.1, 9.9, 10.0, 10.05] * 4)
-    assert noise_warnings(steady, elapsed=1.0, budget=5.0, target_rel_ci=0.01) == ()
-    noisy = summarize([10.0, 30.0, 5.0, 12.0, 20.0])
-    warnings = noise_warnings(noisy, elapsed=5.0, budget=5.0, target_rel_ci=0.01)
-    assert any(w.startswith("noisy: std is") for w in warnings)
-    assert any(w.startswith("time budget hit") for w in warnings)
+    def warnings(samples, elapsed=1.0):
+        return noise_warnings(samples, summarize(samples), elapsed=elapsed, budget=5.0, target_rel_ci=0.01)
+
+    assert warnings([10.0, 10.1, 9.9, 10.0, 10.05] * 4) == ()
+    spread = warnings([10.0, 30.0, 5.0, 12.0, 20.0], elapsed=5.0)
+    assert any(w.startswith("noisy: the middle half of the calls spans 83% of the median") for w in spread)
+    assert any(w.startswith("time budget hit") for w in spread)
+    # Two calls of 80 at 100x the median (a std of ~1500% of it, as on the H200 in session 19) leave
+    # the median and its CI alone: no warning. Five of 80 (over 5%) are worth one.
+    steady = [14e-6 + 1e-8 * (i % 7) for i in range(80)]
+    assert summarize(steady[:78] + [1.4e-3] * 2).std > 10 * 14e-6
+    assert warnings(steady[:78] + [1.4e-3] * 2) == ()
+    assert warnings(steady[:75] + [1.4e-3] * 5) == ("slow calls: 5 of 80 took over 2x the median (up to 1400.0 µs)",)
+    assert warnings(steady[:76] + [1.4e-3] * 4) == ()
+    assert warnings(steady[:15] + [1.4e-3]) == ()                         # one of 16: under SLOW_CALLS
+    assert warnings(steady[:13] + [1.4e-3] * 3)[0].startswith("slow calls: 3 of 16")
+    flags = [False] * 75 + [True, False, True, True, False]              # 3 of the 5 slow calls caught up
+    slow = steady[:75] + [1.4e-3] * 5
+    assert noise_warnings(slow, summarize(slow), 1.0, 5.0, 0.01, flags) == (
+        "slow calls: 5 of 80 took over 2x the median (up to 1400.0 µs; 3 of them launch-bound)",)
 
 
 def test_phase_breakdown_is_recorded_shown_and_exported(problem, cpu, tmp_path):

@@ -41,4 +41,14 @@ for name, t in sorted(table.items(), key=lambda kv: kv[1]["geomean"] or 1e9):
     print("  us    " + " ".join(f"{c}={fmt(m)}" for c, m, _, _ in t["cases"]))
     print("  %BW   " + " ".join(fmt(p) for _, _, p, _ in t["cases"]))
     print("  audit " + " ".join(fmt(a) for *_, a in t["cases"]))
+# Each case's spread, as the warning rules see it: std / median (the rule before session 20), the
+# middle half's span / median, calls over 2x the median; then the case's warnings.
+import statistics
+for r in rows:
+    xs = r.get("samples_us") or []
+    if r.get("kind") == "benchmark" and len(xs) > 1:
+        med = statistics.median(xs); q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+        slow = sum(x > 2 * med for x in xs)
+        print(f"spread {r['submission']} {r['case']}: n={len(xs)} first={xs[0]:.0f} std={statistics.stdev(xs) / med:.0%} "
+              f"mid-half={(q3 - q1) / med:.1%} slow={slow} max={max(xs):.0f} | {r.get('warnings') or '-'}")
 PY

@@ -78,6 +78,15 @@ class CallTimer:
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
         self._reset_l2 = persisting_l2_reset()
         self.flush_s = self._measure(self.buffer.zero_)
+        # Every step of `prepare` once now: a kernel's first launch loads its module on the host
+        # (CUDA's lazy loading), and the first timed call's busy work drained while the read pass
+        # loaded, so the GPU waited for that call's launches inside its timed interval (the first
+        # timed call of a worker's first case at 245-382 µs against medians of 13.7-14.6 µs on the
+        # H200, BENCHMARKS.md, session 20).
+        if self._reset_l2 is not None:
+            self._reset_l2()
+        self._read_pass()
+        self._sync()
 
     def _read_pass(self) -> None:
         torch.sum(self._words, 0, out=self._sink)
