@@ -376,6 +376,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
         return _result(case, False, issue)
     device = summarize(device_times)
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
+                   caught_up=tuple(caught_up),
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device_times, device, time.monotonic() - start,
                                                           timing.max_seconds, timing.target_rel_ci, caught_up)

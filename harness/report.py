@@ -510,7 +510,8 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
         for c in r.cases:
             rows.append({**base, "kind": c.kind, "case": _case_label(c, label), "case_ok": c.ok,
                          **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason,
-                         "samples_us": [round(x * 1e6, 3) for x in c.samples]})
+                         "samples_us": [round(x * 1e6, 3) for x in c.samples],
+                         "launch_bound_calls": [i for i, flag in enumerate(c.caught_up) if flag]})
     return rows
 
 
@@ -522,9 +523,10 @@ def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], s
     from pathlib import Path
 
     rows = export_rows(results, label, bandwidth)
-    if json_path:  # with every timed call's device µs ("samples_us"); the tables below hold the statistics
+    if json_path:  # with every timed call's device µs ("samples_us") and the indices of those that
+        # waited for launches ("launch_bound_calls"); the tables below hold the statistics
         Path(json_path).write_text(json.dumps({"run": meta, "rows": rows}, indent=2, default=str))
-    rows = [{k: v for k, v in row.items() if k != "samples_us"} for row in rows]
+    rows = [{k: v for k, v in row.items() if k not in ("samples_us", "launch_bound_calls")} for row in rows]
     if csv_path:
         with open(csv_path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))

@@ -28,6 +28,8 @@ class CaseResult:
     audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/audit.py)
     args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
     samples: tuple[float, ...] = ()  # every timed call's device seconds, in order (exported to JSON)
+    caught_up: tuple[bool, ...] = ()  # per timed call: the GPU had passed the start event when the call
+                                      # returned, so it may have waited for launches (exported to JSON)
 
 
 @dataclasses.dataclass

@@ -135,9 +135,11 @@ def test_exports_hold_every_number(tmp_path):
         assert key in row
     assert row["reads"] == "bf16" and row["median_us"] > 0 and row["bytes"] > 0
     assert len(row["samples_us"]) == row["runs"] and sorted(row["samples_us"])[len(row["samples_us"]) // 2] > 0
+    assert row["launch_bound_calls"] == []                               # the CPU has no start event to pass
     assert doc["run"]["seed"] > 0 and "git_commit" in doc["run"] and doc["run"]["task"] == "amd-mixed-mla"
     rows = list(csv.DictReader(paths["csv"].open()))
     assert [r["case"] for r in rows] == [r["case"] for r in doc["rows"]] and "samples_us" not in rows[0]
+    assert "launch_bound_calls" not in rows[0]
     assert float(rows[0]["median_us"]) == pytest.approx(row["median_us"])
     md = paths["md"].read_text()
     assert "| torch_batched.py |" in md and "median_us" in md

@@ -490,3 +490,18 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
     assert events.index("clock") < first_copy and last_copy < events.index("call") < events.index("answer"), events
     assert targets[-1] == inputs.data[0].data_ptr()  # q last: nothing can start on the answer before the copy ends
     assert all(torch.equal(s, p) for (_, s), (_, p) in zip(tensors(inputs.data), tensors(inputs.pristine)))
+
+
+def test_export_names_the_launch_bound_calls():
+    """The JSON export lists which timed calls caught up (the GPU may have waited for their
+    launches), as indices into samples_us."""
+    from harness.report import export_rows
+    from harness.results import CaseResult, SubmissionResult
+    from harness.timing import summarize
+
+    samples = (14e-6, 300e-6, 14.2e-6, 260e-6)
+    case = CaseResult("benchmark", 0, "b0", True, device=summarize(list(samples)), samples=samples,
+                      caught_up=(False, True, False, True), bytes=1000)
+    result = SubmissionResult("submissions/x.py", "0" * 64, cases=[case])
+    (row,) = export_rows([result], lambda args: "4×1k", None)
+    assert row["samples_us"] == [14.0, 300.0, 14.2, 260.0] and row["launch_bound_calls"] == [1, 3]
