@@ -379,7 +379,8 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
                    caught_up=tuple(caught_up),
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device_times, device, time.monotonic() - start,
-                                                          timing.max_seconds, timing.target_rel_ci, caught_up)
+                                                          timing.max_seconds, timing.target_rel_ci,
+                                                          caught_up if ctx.device.is_gpu else ())
                    + caught_up_warnings(caught_up, device_times))
 
 
