@@ -47,10 +47,10 @@ The split combine, the launch plan and `_launch` are one block of code shared by
 bundled Triton files (kept identical by tools/shared_code.py).
 
 What bounds it now (one H200, Triton 3.6; the harness's audited leaderboard, BENCHMARKS.md session
-18): geomean over the 8 benchmark shapes 61.4 us timed, 57.6 us of kernel time by Nsight Compute;
-64 x 8192 in 158 us and 256 x 8192 in 582 us, 91% and 98% of the 4.2 TB/s copy rate: the long
-shapes are bound by memory bandwidth. The short ones are not: at 4 x 1024 (14.0 us) the split
-kernel takes 7.9 us and the combine about 5. The split kernel's 128 programs (one 32-row tile each,
+20, call 4; profiles from sessions 18 and 19): geomean over the 8 benchmark shapes 59.9 us timed,
+58.4 us of kernel time by Nsight Compute; 64 x 8192 in 157.5 us and 256 x 8192 in 573.7 us, 91% and
+100% of the 4.2 TB/s copy rate: the long shapes are bound by memory bandwidth. The short ones are
+not: at 4 x 1024 (13.8 us) the split kernel takes 7.8 us and the combine about 5. The split kernel's 128 programs (one 32-row tile each,
 4 warps, one per SM) wait on latency: 0.14 warps eligible per scheduler, one instruction per 6.8
 cycles per warp, 45% of those gaps on global loads, DRAM 13% busy. At 256 x 1024 (two waves of one
 8-warp program per SM) DRAM is 74% busy and a third of the gaps wait on shared memory. What would

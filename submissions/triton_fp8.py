@@ -79,12 +79,12 @@ tools/sm90_check.py (forced on for every one-row test case and ragged batches, 1
 tools/stress_check.py (0 of 900 calls wrong at 4x8k, 64x8k and 256x1k, fresh inputs each) and the
 audited leaderboard.
 
-What bounds it now (one H200, Triton 3.6; BENCHMARKS.md session 18)
--------------------------------------------------------------------
-The audited leaderboard of session 18, us: 4x1k 14.2, 4x8k 25.4, 32x1k 24.4, 32x8k 73.8, 64x1k
-36.9, 64x8k 126.4, 256x1k 84.5, 256x8k 438.8: geomean 57.1 (55.1 us of kernel time by Nsight
-Compute; 71.5 for the portable kernel alone in the same run), level with triton_mxfp4.py. The cache
-is read at 57% / 65% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the Gluon kernel:
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 18 and 20)
+---------------------------------------------------------------------------
+The audited leaderboard of session 20 (call 4), us: 4x1k 14.1, 4x8k 25.5, 32x1k 24.1, 32x8k 73.4,
+64x1k 36.6, 64x8k 128.2, 256x1k 82.7, 256x8k 423.9: geomean 56.6 (54.9 us of kernel time by Nsight
+Compute; the file before its Gluon path 67.9 in the same run), level with triton_mxfp4.py. The
+cache is read at 56% / 68% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the Gluon kernel:
 at 64x8k (one 4-warp program per SM, 255 registers, 218 KB of shared memory) 119.4 us, DRAM 53%
 busy, L1/shared 62%, 0.23 warps eligible per scheduler, an instruction every 4.4 cycles per warp;
 at 256x8k (two programs per SM) 408.8 us, DRAM 62%, L1/shared 70%, 0.35 eligible, 6.7 cycles.

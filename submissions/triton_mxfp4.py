@@ -112,11 +112,11 @@ swizzled tiles without bank conflicts (Nsight Compute: 4.2 M conflicts -> 7 thou
 Session 17's first version, one warpgroup doing all of it in turn (since removed), measured 73.6
 against 63.1 us (geomean; 4 decoder warps) in the same sweep.
 
-What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 17 to 19)
+What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 17 to 20)
 ---------------------------------------------------------------------------
-The audited leaderboard of session 19 (call 4), us: 4x1k 13.7, 4x8k 23.2, 32x1k 22.2, 32x8k 78.0,
-64x1k 30.4, 64x8k 142.0, 256x1k 77.3, 256x8k 517.2: geomean 55.9, 54.1 us of kernel time by
-Nsight Compute (session 17: 57.2 timed, from 89.8 for this file before the Gluon path). The cache
+The audited leaderboard of session 20 (call 4), us: 4x1k 14.2, 4x8k 22.2, 32x1k 21.9, 32x8k 77.3,
+64x1k 30.3, 64x8k 142.9, 256x1k 77.2, 256x8k 519.5: geomean 55.7, 54.0 us of kernel time by
+Nsight Compute (the file before its Gluon path 89.4 in the same run). The cache
 is read at 27% / 30% of the copy bandwidth at 64x8k / 256x8k. Nsight Compute on the kernel at
 64x8k (session 17; 12 warps per SM, one program): DRAM 25% busy, L1/shared 69%, 0.47 instructions
 issued per scheduler and cycle with 0.79 warps eligible; a warp waits 6.3 cycles between
