@@ -150,6 +150,7 @@ def noise_warnings(samples: list[float], stats: Stats, elapsed: float, budget: f
     spent partly waiting for launches, from the calls' `caught_up` flags), or the budget ran out
     first. A few slow calls alone are not a warning (they stay in the std, the max and the
     exported samples)."""
+    assert not caught_up or len(caught_up) == len(samples), "one caught_up flag per sample"
     out = []
     if stats.median > 0 and len(samples) > 1:
         q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
@@ -157,7 +158,7 @@ def noise_warnings(samples: list[float], stats: Stats, elapsed: float, budget: f
             out.append(f"noisy: the middle half of the calls spans {(q3 - q1) / stats.median:.0%} of the median")
         slow = [i for i, t in enumerate(samples) if t > SLOW_FACTOR * stats.median]
         if len(slow) >= SLOW_CALLS and len(slow) > SLOW_SHARE * len(samples):
-            waited = sum(1 for i in slow if i < len(caught_up) and caught_up[i])
+            waited = sum(1 for i in slow if caught_up[i]) if caught_up else 0
             out.append(f"slow calls: {len(slow)} of {len(samples)} took over {SLOW_FACTOR:g}x the median "
                        f"(up to {max(samples[i] for i in slow) * 1e6:.1f} µs"
                        + (f"; {waited} of them launch-bound)" if caught_up else ")"))

@@ -505,3 +505,38 @@ def test_export_names_the_launch_bound_calls():
     result = SubmissionResult("submissions/x.py", "0" * 64, cases=[case])
     (row,) = export_rows([result], lambda args: "4×1k", None)
     assert row["samples_us"] == [14.0, 300.0, 14.2, 260.0] and row["launch_bound_calls"] == [1, 3]
+
+
+def test_a_gpu_cases_launch_bound_calls_reach_its_result_and_warning(problem):
+    """The engine keeps each timed call's caught_up flag in order (CaseResult.caught_up, exported as
+    launch_bound_calls) and, on a GPU, counts them in the slow-calls warning. A fake worker
+    reports the calls, so the CPU runs the engine's own code with GPU flags."""
+    import dataclasses
+    import types
+
+    from harness.engine import _benchmark_case
+    from harness.report import export_rows
+    from harness.results import SubmissionResult
+    from harness.timing import CallTiming
+    from harness.verdict import Verdict
+
+    spec = dataclasses.replace(problem.spec, timing=dataclasses.replace(problem.spec.timing, max_runs=30))
+    us = [14.0, 300.0, 14.1, 280.0, 14.2, 290.0] + [14.0 + 0.01 * (i % 5) for i in range(24)]
+    flags = [False, True, False, True, False, False] + [False] * 24     # two of the three slow calls caught up
+    reports = iter(zip(us, flags))
+
+    def call(timed, deadline):
+        device_us, flag = next(reports) if timed else (20.0, False)
+        return Verdict(True, "matches"), CallTiming(device_us * 1e-6, 1e-4, 0.0, (), caught_up=flag)
+
+    ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
+                                graph=False, device=types.SimpleNamespace(is_gpu=True),
+                                timed_seeds=lambda case: (lambda: 1))
+    inputs = types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
+                                   call=call, refill=lambda seed: None)
+    result = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
+    runs = len(result.samples)                     # the engine stops once the median's CI is tight
+    assert result.ok and 6 < runs < 30 and result.caught_up == tuple(flags[:runs])
+    assert result.warnings == (f"slow calls: 3 of {runs} took over 2x the median (up to 300.0 µs; 2 of them launch-bound)",)
+    (row,) = export_rows([SubmissionResult("submissions/x.py", "0" * 64, cases=[result])], lambda args: "c", None)
+    assert row["launch_bound_calls"] == [1, 3]

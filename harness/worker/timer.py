@@ -85,7 +85,8 @@ class CallTimer:
         # H200, BENCHMARKS.md, session 20).
         if self._reset_l2 is not None:
             self._reset_l2()
-        self._read_pass()
+        if self.flush == "write+read":
+            self._read_pass()
         self._sync()
 
     def _read_pass(self) -> None:
