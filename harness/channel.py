@@ -48,6 +48,10 @@ class Channel:
         """Whether bytes (or the end of the stream) wait to be read right now."""
         return bool(select.select([self.sock], [], [], 0)[0])
 
+    def wait_readable(self, seconds: float) -> bool:
+        """Whether bytes (or the end of the stream) wait to be read within `seconds`."""
+        return bool(select.select([self.sock], [], [], max(0.0, seconds))[0])
+
     def at_end(self) -> bool:
         """Whether the other side has closed its end and left nothing to read (it exited)."""
         try:

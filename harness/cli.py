@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cap every timeout of the task (worker start, each test case, each benchmark case)")
     _add_evaluator_flags(p)
     p.add_argument("--no-audit", action="store_true",
-                   help="leaderboard mode on a GPU: skip the profiler's audit of the timings (results marked not audited)")
+                   help="on a GPU: no outside timing (the parent's fence, or the profiler's audit where it cannot "
+                        "fence): the worker's own numbers, marked unverified")
     p.add_argument("--baseline", metavar="FILE",
                    help="benchmark or leaderboard mode: also evaluate FILE (if not already a --submission) and show "
                         "every submission's speedup over it")
@@ -169,9 +170,19 @@ def _start_early(args: argparse.Namespace):
         return None
     try:
         return start_worker(first, args.device, log_path(Path(args.logs), first), sandbox=args.sandbox,
-                            private=private_paths(args))
+                            private=private_paths(args), fence=_fence_daemon(args, args.mode))
     except OSError:  # e.g. an unwritable log folder: the normal path reports it
         return None
+
+
+def _fence_daemon(args: argparse.Namespace, mode: str) -> bool:
+    """Start the run's MPS daemon where timed GPU calls will be fenced (harness/mps.py), before this
+    process or a worker makes a CUDA context; whether it runs."""
+    if mode not in ("benchmark", "leaderboard") or args.no_audit or args.device == "cpu" or args.backend == "ray":
+        return False
+    from harness import mps
+
+    return mps.start() is None
 
 
 def _run(args: argparse.Namespace, early=None) -> int:
@@ -257,6 +268,7 @@ def _on_device(args: argparse.Namespace, store, problem, submissions: list[Path]
     from harness import report
     from harness.device import detect
 
+    _fence_daemon(args, args.mode)
     device = detect(args.device)
     small = args.small or not device.is_gpu
     if not device.is_gpu:
@@ -324,6 +336,7 @@ def _popcorn(args: argparse.Namespace) -> int:
         report.error(str(exc))
         return popcorn.EXIT_BAD_TESTFILE
     submission = resolve_submissions(args.submission or ["submission.py"])[0]
+    _fence_daemon(args, mode)
     device = detect(args.device)
     os.set_inheritable(fd, False)
     with os.fdopen(fd, "w", buffering=1) as out:

@@ -33,6 +33,7 @@ class RunConfig:
     audit: bool = True                 # the profiler's audit of GPU timings (harness/audit.py)
     cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE, --shape)
     timeout: Optional[float] = None    # caps every timeout of the task (--timeout)
+    fence: bool = True                 # time GPU calls with the parent's fence where it can (harness/fence.py)
 
     def context(self):
         """The engine's RunContext for this configuration, in this process."""
@@ -46,7 +47,28 @@ class RunConfig:
             cpu = dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases)
             spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases, cpu=cpu)
             problem = dataclasses.replace(problem, spec=spec)
+        fence = self.fence_plan()  # (before this process's first CUDA context: an MPS client from the start)
         device = detect(self.device)
+        if not device.is_gpu:
+            fence = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+        elif device.vendor != "nvidia" and fence == "fenced":
+            fence = f"unverified: no fence on {device.vendor} GPUs yet (the worker's own events)"
         return RunContext(problem, device, self.small or not device.is_gpu, Path(self.log_dir), secret=self.secret,
                           bandwidth=self.bandwidth, graph=self.graph and device.is_gpu, sandbox=self.sandbox,
-                          private=tuple(Path(p) for p in self.private), audit=self.audit)
+                          private=tuple(Path(p) for p in self.private), audit=self.audit, fence=fence)
+
+    def fence_plan(self) -> str:
+        """"fenced" where timed GPU calls will be measured by the parent (its MPS daemon started
+        now, harness/mps.py), else "unverified: why" (one line, shown and stored with the results)."""
+        if self.mode not in ("benchmark", "leaderboard"):
+            return "unverified: no timed calls"
+        if self.device == "cpu":
+            return "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+        if not self.audit:
+            return "unverified: --no-audit (the worker's own events)"
+        if not self.fence:
+            return "unverified: this backend does not fence calls (the worker's own events)"
+        from harness import mps
+
+        why = mps.start()
+        return "fenced" if why is None else f"unverified: {why} (the worker's own events)"

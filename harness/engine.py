@@ -22,6 +22,7 @@ import torch
 
 from harness import audit
 from harness.device import DeviceInfo, synchronize
+from harness.fence import first_input
 from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
 from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
@@ -32,6 +33,8 @@ from harness.timing import (FLOOR_FACTOR, CallTiming, caught_up_warnings, noise_
                             tail_problem, timing_problem)
 from harness.verdict import Verdict, judge, tensors
 
+
+FENCED = "verified: the parent's clock, fenced around each call"
 
 # progress(event, **info): "case_start" (case), "call" (case, done, total), "case_end" (result)
 Progress = Callable[..., None]
@@ -73,6 +76,8 @@ class RunContext:
     sandbox: str = "auto"              # the OS sandbox: auto | require | off (harness/launch.py)
     private: tuple[Path, ...] = ()     # paths a worker must not see (the database, the logs)
     audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
+    fence: str = "unverified: not a GPU run"  # "fenced" where the parent's fence times calls (harness/fence.py),
+                                             # else what times them and why it is unverified
 
     def case_seed(self, case: Case) -> int:
         """The seed a case's inputs are drawn from: its public seed keyed with the run's secret
@@ -119,8 +124,9 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     clock = PhaseClock(result.phases)
     steps = plan(ctx.problem.spec, mode, ctx.small)
     box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), ctx.problem.spec.timeouts.startup,
-                      started, ctx.sandbox, ctx.private)
+                      started, ctx.sandbox, ctx.private, fence=ctx.fence == "fenced")
     result.sandboxed = box.sandboxed
+    result.audit = ctx.fence
     auditor: list = []  # the audit's worker, started as the tests begin, idle before any timed call (leaderboard mode)
     finished = False
     try:
@@ -132,6 +138,8 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         except WorkerFailure as exc:
             result.ok, result.error = False, f"{exc.kind}: {exc}"
             return result
+        if ctx.fence == "fenced":
+            result.audit = FENCED if box.fence is not None else f"unverified: {box.fence_note} (the worker's own events)"
         _run_steps(path, ctx, mode, steps, first, box, result, progress, clock, auditor)
         result.ok = bool(result.cases) and all(c.ok for c in result.cases)
         if mode == "leaderboard" and result.ok:
@@ -206,7 +214,7 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
         if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
             result.cases.append(_result(case, False, "not run: a test case failed"))
             continue
-        if mode == "leaderboard" and i == 0:  # the audit's worker starts while the tests run...
+        if mode == "leaderboard" and i == 0 and box.fence is None:  # the audit's worker starts while the tests run...
             auditor.extend(filter(None, [audit.start(path, ctx)]))
         if action == "benchmark" and auditor and not auditor[0].settled:
             # ...and is idle before the first timed call: starting beside timed calls (CUDA context,
@@ -273,7 +281,7 @@ class _Inputs:
         inputs before the call starts (nothing to precompute in)."""
         self.fresh = self._generate(seed)
         self.pristine, self.expected = self.fresh, None
-        if self.ctx.device.is_gpu:
+        if self.ctx.device.is_gpu and self.box.fence is None:  # (fenced: copied in by the fence, harness/fence.py)
             self._copy_in()
             synchronize(self.ctx.device)
 
@@ -288,9 +296,19 @@ class _Inputs:
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity."""
         # (a call that fails before its refill leaves the inputs pending for the next call)
-        output, timing = self.clock.timed("calls", self.box.call, timed=timed,
-                                          timeout=max(1.0, deadline - time.monotonic()), mark=mark,
-                                          refill=self._copy_in if self.fresh is not None else None)
+        timeout = max(1.0, deadline - time.monotonic())
+        if timed and self.box.fence is not None and self.fresh is not None:
+            rest, first = first_input(self.data, self.fresh, tensors)
+
+            def refill_rest() -> None:
+                for dst, src in rest:
+                    dst.copy_(src)
+
+            output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout)
+            self.fresh = None
+        else:
+            output, timing = self.clock.timed("calls", self.box.call, timed=timed, timeout=timeout, mark=mark,
+                                              refill=self._copy_in if self.fresh is not None else None)
         if timed:
             self.clock.add("timed device", timing.device_s)
         if self.expected is None:
@@ -343,6 +361,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     host_times: list[float] = []
     tails: list[float] = []
     caught_up: list[bool] = []
+    kernel_times: list[float] = []  # fenced calls: the worker's own events (a diagnostic beside the ranked time)
     matched = [""]  # the last output's verdict text ("matches kv=..., rel L2 ...")
     next_seed = ctx.timed_seeds(case)
     start = time.monotonic()
@@ -359,6 +378,8 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
             host_times.append(call_timing.host_s)
             tails.append(call_timing.tail_s)
             caught_up.append(call_timing.caught_up)
+            if call_timing.kernel_s is not None:
+                kernel_times.append(call_timing.kernel_s)
             progress("call", case=case, done=len(device_times), total=timing.max_runs)
             matched[0] = verdict.reason
         return None
@@ -376,7 +397,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
         return _result(case, False, issue)
     device = summarize(device_times)
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
-                   caught_up=tuple(caught_up),
+                   caught_up=tuple(caught_up), kernel=summarize(kernel_times) if kernel_times else None,
                    tail=summarize(tails), bytes=moved,
                    warnings=method_notes + noise_warnings(device_times, device, time.monotonic() - start,
                                                           timing.max_seconds, timing.target_rel_ci,

@@ -219,6 +219,9 @@ def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: 
     for pattern in GPU_NODES:
         for node in sorted(glob.glob(pattern)):
             cmd += ["--dev-bind", node, node]
+    pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
+    if pipe and os.path.isdir(pipe):  # the run's MPS daemon (harness/mps.py): its sockets, nothing else
+        cmd += ["--bind", pipe, pipe]
     folders, files = hidden_paths(submission, private)
     for folder in folders:
         cmd += ["--tmpfs", str(folder)]
@@ -561,13 +564,14 @@ def run_captured(command: list[str], env: dict, cwd: Path, folder: Path, timeout
 
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
                  sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
-                 report: Optional[Path] = None, scratch: Optional[Path] = None) -> WorkerProcess:
+                 report: Optional[Path] = None, scratch: Optional[Path] = None, fence: bool = False) -> WorkerProcess:
     """Start the worker (harness/worker/__main__.py) for `submission`, sandboxed unless `sandbox` is
     "off" (or "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler,
     inside the same sandbox), which writes its report to standard output, copied to `report`
     (the worker's own output goes to `log_file`). device_type None lets the worker pick the GPU if
     it has one; l2_bytes 0 lets it read the L2 size itself. Raises SandboxUnavailable for "require"
-    where no sandbox can be made."""
+    where no sandbox can be made. `fence`: the worker offers the parent's fence before it imports the
+    submission (harness/fence.py)."""
     sandboxed = use_sandbox(sandbox)
     _make_private(private)
     owns = scratch is None
@@ -587,6 +591,8 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     if wrapper:
         inner.append(str(LOG_LIMIT))
     env = child_env()
+    if fence:
+        env["MLA_EVAL_FENCE"] = "1"
     box = bwrap_command(find_bwrap(), submission, private) if sandboxed else SandboxCommand()
     command = box + [*wrapper, *inner]
     if not sandboxed:

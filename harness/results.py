@@ -30,6 +30,8 @@ class CaseResult:
     samples: tuple[float, ...] = ()  # every timed call's device seconds, in order (exported to JSON)
     caught_up: tuple[bool, ...] = ()  # per timed call: the GPU had passed the start event when the call
                                       # returned, so it may have waited for launches (exported to JSON)
+    kernel: Optional[Stats] = None  # fenced runs: the worker's own events around each call (a diagnostic;
+                                    # `device` is the parent's measurement, the number that ranks)
 
 
 @dataclasses.dataclass
@@ -44,9 +46,15 @@ class SubmissionResult:
     variant: str = ""    # the input variant it reads (KV format), for the roofline
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
     sandboxed: bool = False  # its worker ran inside the OS sandbox
-    audit: str = "not audited"  # what the profiler's audit of its timings found (harness/audit.py)
+    audit: str = "not audited"  # what establishes its timings: "verified: ..." (the parent's fence,
+                                # harness/fence.py) or "unverified: ..." / the profiler's audit (harness/audit.py)
     companion: str = ""  # after failing tests: its verdict on the task's companion (task.yml `companion`)
     display: str = ""    # its name where another submission of the run has the same file name
+
+    @property
+    def verified(self) -> bool:
+        """Whether its times were measured outside its process (the parent's fence)."""
+        return self.audit.startswith("verified")
 
     @property
     def name(self) -> str:

@@ -317,7 +317,7 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     from harness.store import git_commit
 
     meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
-            "check": problem.check_policy, "timing": "graph" if graph else "events",
+            "check": problem.check_policy, "timing": "graph" if graph else "events", "ranked_by": ctx.fence,
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
             "git_commit": git_commit(), "seed": ctx.secret, **versions()}
     # the exports first: nothing the tables below show can cost them
@@ -377,7 +377,8 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
     if args.backend == "ray":
         from harness.ray_backend import RayMissing, evaluate_ray
 
-        settings = dataclasses.replace(settings, device="cuda" if gpus else "cpu")
+        # Ray's tasks may run on other hosts, where the run's MPS daemon is not: unverified timings
+        settings = dataclasses.replace(settings, device="cuda" if gpus else "cpu", fence=False)
         report.err_console.print(f"Ray: {len(submissions)} task(s), {'1 GPU' if gpus else '1 CPU'} each, "
                                  f"cluster {args.address or 'local'}")
         try:

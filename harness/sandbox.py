@@ -39,13 +39,20 @@ class WorkerFailure(Exception):
 class Sandbox:
     """One worker process for one submission. Use as a context manager."""
 
+    fence = None  # harness.fence.Fence, once the worker took it and its cost is measured (fenced GPU runs)
+    fence_note = "not fenced"
+
     def __init__(self, submission: Path, device: DeviceInfo, log_path: Path, startup_timeout: float,
                  started: Optional[WorkerProcess] = None, sandbox: str = "auto", private: Sequence[Path] = (),
-                 wrapper: Sequence[str] = (), report: Optional[Path] = None, scratch: Optional[Path] = None):
-        """Start the worker, or adopt one `launch.start_worker` started earlier (`started`)."""
+                 wrapper: Sequence[str] = (), report: Optional[Path] = None, scratch: Optional[Path] = None,
+                 fence: bool = False):
+        """Start the worker, or adopt one `launch.start_worker` started earlier (`started`). `fence`:
+        time calls with the parent's fence (harness/fence.py) where the worker offers it."""
         self.submission, self.log_path, self.device = submission, log_path, device
         self.worker = started or start_worker(submission, device.type, log_path, device.l2_bytes, sandbox,
-                                              private, wrapper, report, scratch)
+                                              private, wrapper, report, scratch, fence=fence)
+        self._want_fence = fence
+        self._enqueue_times: list[float] = []
         self._startup_timeout, self._ready = startup_timeout, False
         self._failure: Optional[WorkerFailure] = None
         self._slot: Optional[torch.Tensor] = None
@@ -63,7 +70,11 @@ class Sandbox:
         if self._failure is not None:
             raise self._failure
         try:
+            deadline = time.monotonic() + self._startup_timeout
             reply = self._receive(self._startup_timeout, "starting the worker and importing the submission")
+            if reply.get("op") == "fence-ready":  # before its import: the fence, then the import
+                self._start_fence()
+                reply = self._receive(max(1.0, deadline - time.monotonic()), "importing the submission")
             if reply.get("op") == "fatal" and _kind(reply) in FATAL_KINDS:
                 self.close()
                 raise WorkerFailure(reply["kind"], _text(reply.get("message")))
@@ -73,6 +84,31 @@ class Sandbox:
             self._failure = exc  # the same failure again for a later wait_ready
             raise
         self._ready = True
+
+    def _start_fence(self) -> None:
+        """Hand the worker the fence's flags and measure the fence's cost with null calls (nothing of
+        the submission's exists yet), then let it import; the fence_note says what came of it."""
+        from harness.fence import Fence, FenceError
+
+        fence = None
+        if self._want_fence:
+            try:
+                fence = Fence(self.device.l2_bytes)
+                self._send({"op": "fence", "nbytes": fence.buffer.nbytes}, fds=[fence.buffer.fd], ready=False)
+                fence.buffer.close_fd()
+
+                def null_call(seq: int) -> None:
+                    self._send({"op": "null", "seq": seq}, ready=False)
+                    if self._receive(10.0, "a null call of the fence").get("op") != "enqueued":
+                        raise FenceError("the worker did not answer a null call")
+
+                fence.calibrate(null_call)
+            except (FenceError, RuntimeError, OSError) as exc:  # (a WorkerFailure is none of these: it ends the start)
+                self.fence_note = f"not fenced ({str(exc)[:120]})"
+                fence = None
+        self._send({"op": "import"}, ready=False)
+        if fence is not None:
+            self.fence, self.fence_note = fence, "fenced"
 
     @property
     def settled(self) -> bool:
@@ -144,6 +180,58 @@ class Sandbox:
             return described, timing
         return self._slot.clone(), timing
 
+    # How long the parent waits for a fenced call to be enqueued before it opens the gate anyway (a
+    # call that waits for the GPU itself, such as one reading `.tolist()`, is enqueued only after):
+    # twice the longest recent enqueue, within these bounds.
+    ENQUEUE_WAIT = (0.002, 0.2)
+
+    def fenced_call(self, refill_rest: Callable[[], None], first: tuple, timeout: float) -> tuple[Any, CallTiming]:
+        """One timed call under the parent's fence (harness/fence.py): the worker enqueues it behind
+        the gate, the parent's stream refills the inputs (`refill_rest()`, then `first` = (shared
+        first input, its new value)), flushes L2, opens the gate and takes a snapshot of the slot
+        once the worker signals. Returns the snapshot (or what the worker returned, when it did not
+        fit the slot) and the timing: `device_s` the parent's measurement, `kernel_s` the worker's
+        own events, `host_s` how long the worker took to enqueue the call, `caught_up` whether the
+        parent opened the gate before the call was enqueued."""
+        fence, deadline = self.fence, time.monotonic() + timeout
+        seq = fence.next_seq()
+        self._slot.fill_(0)  # a stale slot must not pass for this call's answer
+        snapshot = torch.empty_like(self._slot)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        self._send({"op": "call", "timed": True, "fence": seq})
+        low, high = self.ENQUEUE_WAIT
+        wait = min(high, max(low, 2 * max(self._enqueue_times[-8:], default=0.0)))
+        ready = self.worker.channel.wait_readable(min(wait, max(0.0, deadline - time.monotonic())))
+        enqueued = time.perf_counter() - start
+        try:
+            reading = fence.run(seq, refill_rest, first, self._slot, snapshot, deadline)
+            if reading is None:
+                self.worker.kill()
+                raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
+            reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
+        except BaseException:
+            fence.release(seq)
+            raise
+        if ready:
+            self._enqueue_times.append(enqueued)
+        else:
+            enqueued = time.perf_counter() - start
+        self._send({"op": "collect"})
+        own = self._answer(max(1.0, deadline - time.monotonic()), "the call's own timing", "output")
+        try:
+            timing = CallTiming(reading.call_s, enqueued, _number(own["tail_s"]),
+                                tuple(_text(r, 80) for r in list(own["replaced"])[:10]), caught_up=not ready,
+                                kernel_s=_number(own["device_s"]), prepare_s=reading.prepare_s)
+            layout = reply["layout"]
+            described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
+                                     _text(layout["device"], 20))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            self._protocol_error(own)
+        if reply.get("copied") is not True:
+            return described, timing
+        return snapshot, timing
+
     def capture(self, timeout: float) -> tuple[bool, str]:
         """Ask the worker to capture the call in a CUDA graph and replay it from now on (until the
         next inputs). Returns (captured, why not)."""
@@ -162,8 +250,9 @@ class Sandbox:
         self._slot = None
 
     # -- plumbing
-    def _send(self, msg: Any, fds: Sequence[int] = ()) -> None:
-        self.wait_ready()
+    def _send(self, msg: Any, fds: Sequence[int] = (), ready: bool = True) -> None:
+        if ready:
+            self.wait_ready()
         if self.worker.channel.pending():  # a reply sent before the question cannot be this call's
             if not self.worker.alive() or self.worker.channel.at_end():  # (gone, or going: its end is closed)
                 raise self._death("before the next request")

@@ -226,3 +226,41 @@ def rebuild(desc: Any, buffers: list[Buffer]) -> Any:
             return {k: rebuild(v, buffers) for k, v in desc["dict"]}
         raise SharedMemoryError("malformed tree")
     return desc
+
+
+# -- flags both processes' GPU streams wait on and write (the parent's fence, harness/fence.py) --
+
+GATE, DONE = 0, 4  # byte offsets of the two 32-bit flags in a fence buffer
+_WAIT_GEQ = 0x0
+
+
+class StreamFlags:
+    """Two 32-bit flags in a shared GPU buffer that streams of either process wait on and write
+    (`cuStreamWaitValue32` / `cuStreamWriteValue32`: the GPU's front end does both, no kernel runs):
+    the parent writes GATE when a call's inputs are in place, the worker's stream waits for it before
+    the call and writes DONE after the output. Under MPS the two processes' streams share one
+    hardware context, so a flag written by one releases the other within microseconds."""
+
+    def __init__(self, buffer: Buffer):
+        if buffer.device != "cuda" or torch.version.hip:
+            raise SharedMemoryError("stream flags need an NVIDIA GPU")
+        lib, _ = _driver()
+        self._wait = getattr(lib, "cuStreamWaitValue32_v2", None) or lib.cuStreamWaitValue32
+        self._write = getattr(lib, "cuStreamWriteValue32_v2", None) or lib.cuStreamWriteValue32
+        for fn in (self._wait, self._write):
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        self.buffer = buffer
+        self.base = buffer.bytes_tensor().data_ptr()
+
+    def wait(self, stream: "torch.cuda.Stream", flag: int, value: int) -> None:
+        """`stream` waits until the flag is at least `value`."""
+        code = self._wait(ctypes.c_void_p(stream.cuda_stream), self.base + flag, value, _WAIT_GEQ)
+        if code != 0:
+            raise SharedMemoryError(f"cuStreamWaitValue32 failed with error {code}")
+
+    def write(self, stream: "torch.cuda.Stream", flag: int, value: int) -> None:
+        """`stream` sets the flag to `value` when it gets there."""
+        code = self._write(ctypes.c_void_p(stream.cuda_stream), self.base + flag, value, 0)
+        if code != 0:
+            raise SharedMemoryError(f"cuStreamWriteValue32 failed with error {code}")

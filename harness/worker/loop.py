@@ -10,10 +10,18 @@ Protocol (parent -> worker, worker -> parent):
   parent: {"op": "inputs", tree, output} + one descriptor per tensor, then the output slot's
   parent: {"op": "call", timed, mark}  call custom_kernel once, copy its output into the slot
                                         -> {"op": "output", copied, layout, device_s, host_s, tail_s, caught_up, replaced}
+  parent: {"op": "call", timed, fence: seq}  (fenced GPU runs, harness/fence.py) enqueue the call behind
+                                       the GATE flag, the output's copy and DONE := seq, without waiting
+                                        -> {"op": "enqueued", copied, layout, host_s}
+          then {"op": "collect"}       -> {"op": "output", ... as above} (this process's own event times)
   parent: {"op": "capture"}            capture one call in a CUDA graph; later calls replay it, until
                                        the next inputs -> {"op": "captured", ok, message}
   parent: {"op": "profile", rows}      one call under torch.profiler -> {"op": "profile", table}
   parent: {"op": "exit"}
+Before the submission is imported, a worker started with MLA_EVAL_FENCE=1 on an NVIDIA GPU says
+{"op": "fence-ready"}; the parent answers {"op": "fence", nbytes} + the flags' descriptor (or nothing),
+any number of {"op": "null", seq} (the GATE -> DONE handover alone, -> {"op": "enqueued"}: the fence's
+own cost, measured while nothing of the submission's exists), then {"op": "import"}.
   any failing call -> {"op": "error", kind, message}
 `mark` (audit runs): an NVTX range pushed around the call and the copy, so the profiler can tell
 the calls apart.
@@ -50,6 +58,7 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
     if timer.gpu:
         print(f"worker: persisting-L2 reset before each flush: {'on' if timer._reset_l2 else 'not available'}",
               flush=True)
+    flags = _fence_phase(channel, timer) if timer.gpu and os.environ.get("MLA_EVAL_FENCE") == "1" else None
     try:
         kernel = _load(submission)
     except _LoadError as exc:
@@ -83,6 +92,14 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                     if timer.gpu:
                         torch.cuda.synchronize()
                     channel.send({"op": "captured", "ok": False, "message": one_line(exc)})
+            elif op == "call" and msg.get("fence") is not None and flags is not None:
+                seq = int(msg["fence"])
+                reply, pending = _fenced_call(call, data, slot, timer, flags, seq)
+                channel.send(reply)
+                if pending is not None and reply["op"] == "enqueued":
+                    collect, _ = channel.recv()
+                    if collect.get("op") == "collect":
+                        channel.send(pending())
             elif op == "call":
                 channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
             elif op == "profile":
@@ -113,6 +130,70 @@ def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any) -> dic
         if mark:
             torch.cuda.nvtx.range_pop()
     return {"op": "output", "copied": copied, "layout": layout, **timing}
+
+
+def _fence_phase(channel: Channel, timer: Any):
+    """Before the import: the parent's fence flags and its null calls (see the protocol above); the
+    flags, or None where the parent does not fence."""
+    import torch
+
+    from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
+
+    channel.send({"op": "fence-ready"})
+    flags = None
+    while True:
+        msg, fds = channel.recv(want_fds=True)
+        op = msg.get("op")
+        if op == "fence" and fds:
+            buffer = Buffer(int(msg["nbytes"]), "cuda", fds[0])
+            buffer.close_fd()
+            flags = StreamFlags(buffer)
+        elif op == "null" and flags is not None:
+            stream = torch.cuda.current_stream()
+            flags.wait(stream, GATE, int(msg["seq"]))
+            flags.write(stream, DONE, int(msg["seq"]))
+            channel.send({"op": "enqueued"})
+        elif op == "import":
+            return flags
+
+
+def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
+    """The call enqueued behind the parent's GATE, its output copied into the slot, DONE := seq, all
+    without waiting for the GPU; (the reply, a function giving the later "output" reply or None).
+    DONE is written whatever happens, so the parent's stream never waits on a call that failed."""
+    import torch
+
+    from harness.shared_memory import DONE, GATE
+
+    stream = torch.cuda.current_stream()
+    flags.wait(stream, GATE, seq)
+    begin, end = timer._event(enable_timing=True), timer._event(enable_timing=True)
+    timer._record(begin)
+    start = timer._perf()
+    try:
+        out = call(data)
+        host = timer._perf() - start
+        timer._record(end)
+        problem = _hygiene(out, data)
+        if problem:
+            return {"op": "error", "kind": "bad output", "message": problem}, None
+        layout = {"shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch."), "device": out.device.type}
+        copied = tuple(out.shape) == tuple(slot.shape) and out.dtype == slot.dtype and out.device.type == slot.device.type
+        if copied:
+            slot.copy_(out)
+    finally:
+        flags.write(torch.cuda.current_stream(), DONE, seq)
+
+    def output() -> dict[str, Any]:
+        timer._event_sync(end)
+        tail_start = timer._perf()
+        timer._sync()
+        tail = timer._perf() - tail_start
+        return {"op": "output", "copied": copied, "layout": layout, "device_s": timer._elapsed(begin, end) / 1e3,
+                "host_s": host, "tail_s": tail, "caught_up": False, "replaced": list(timer.replaced())}
+
+    output.keep = out  # the output lives until its copy into the slot has run
+    return {"op": "enqueued", "copied": copied, "layout": layout, "host_s": host}, output
 
 
 def _log_traceback() -> None:

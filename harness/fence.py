@@ -1,0 +1,140 @@
+"""The number that ranks, measured in the parent: its own CUDA events around a call the worker makes.
+
+A submission can patch anything in its own process, the worker's timer included, so on NVIDIA GPUs
+the parent times every timed call on a stream of its own, fenced to the worker's stream by two flags
+in shared GPU memory (harness/shared_memory.py, `StreamFlags`). For call number `seq`:
+
+  worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
+  parent stream:  refill the inputs but the first, flush L2 (write + read), E_mid, refill the first
+                  input, GATE := seq, wait DONE >= seq, copy the slot into a private snapshot, E_end
+
+The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
+the parent then enqueues its side. The call's time is E_mid -> E_end less the fence's own cost, which
+the parent measures with null calls before the worker imports the submission (`calibrate`). The
+parent judges the snapshot: an output that was not complete when the parent's stream took it fails,
+whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
+copies lands inside the interval (the output depends on it); the first input (q) is written after
+E_mid, so nothing that needs it can start before the clock.
+
+The two processes' streams meet on the GPU only under MPS, which the run starts (harness/mps.py):
+across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
+BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
+
+NULL_CALLS = 12          # null calls per size when calibrating
+CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """What the parent's clock saw of one call."""
+
+    interval_s: float   # E_mid -> E_end
+    call_s: float       # the interval less the fence's own cost: the number that ranks
+    prepare_s: float    # the parent's refill and flush before E_mid (its own work)
+
+
+class FenceError(RuntimeError):
+    pass
+
+
+class Fence:
+    """The parent's clock for one worker; `flags` is the buffer the worker maps as its side."""
+
+    def __init__(self, l2_bytes: int):
+        self.buffer = Buffer(4096, "cuda")
+        self.flags = StreamFlags(self.buffer)
+        self.buffer.bytes_tensor().zero_()
+        self.stream = torch.cuda.Stream()
+        self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
+        size = max(2 * l2_bytes, 1 << 20) // 4 * 4
+        self.flush_buffer = torch.zeros(size, dtype=torch.uint8, device="cuda")
+        self._words = self.flush_buffer.view(torch.float32)
+        self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
+        self.seq = 0
+        self.cost: Optional[tuple[float, float]] = None  # (seconds, seconds per byte) of the fence itself
+        torch.cuda.synchronize()
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def cost_s(self, nbytes: int) -> float:
+        base, per_byte = self.cost or (0.0, 0.0)
+        return base + per_byte * nbytes
+
+    def calibrate(self, null_call: Callable[[int], None]) -> None:
+        """The fence's own cost, from null calls (the worker's side does nothing but wait and signal)
+        at two sizes of the first input + output, fitted as a line. `null_call(seq)` asks the worker
+        for one; it runs before the submission is imported, so nothing of the submission's is in it."""
+        medians = []
+        for nbytes in CALIBRATION_BYTES:
+            first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
+            slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
+            fresh, snapshot = torch.ones_like(first), torch.empty_like(slot)
+            times = []
+            for _ in range(NULL_CALLS):
+                seq = self.next_seq()
+                null_call(seq)
+                reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
+                if reading is None:
+                    raise FenceError("a null call did not signal within 10 s")
+                times.append(reading.interval_s)
+            medians.append(statistics.median(times[2:]))
+        (b0, b1), (t0, t1) = CALIBRATION_BYTES, medians
+        per_byte = max(0.0, (t1 - t0) / (b1 - b0))
+        self.cost = (t0 - per_byte * b0, per_byte)
+
+    def run(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
+            slot: torch.Tensor, snapshot: torch.Tensor, deadline: float) -> Optional[Reading]:
+        """The parent's side of call `seq`, once the worker enqueued its own: `refill_rest()` copies
+        every input but the first, `first` is (shared first input, its new value). Returns the
+        reading, or None when the worker did not signal DONE by `deadline` (the parent's stream is
+        then released by writing DONE itself, and the snapshot is whatever the slot held)."""
+        flags, stream = self.flags, self.stream
+        stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
+        start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        with torch.cuda.stream(stream):
+            start.record()
+            refill_rest()
+            self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
+            torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
+            mid.record()
+            first[0].copy_(first[1])
+            flags.write(stream, GATE, seq)
+            flags.wait(stream, DONE, seq)
+            snapshot.copy_(slot)
+            end.record()
+        while not end.query():
+            if time.monotonic() > deadline:
+                flags.write(self.side, DONE, seq)  # (monotonic values: a late DONE from the worker is harmless)
+                end.synchronize()
+                return None
+            time.sleep(0)
+        interval = mid.elapsed_time(end) / 1e3
+        nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
+        return Reading(interval, interval - self.cost_s(nbytes), start.elapsed_time(mid) / 1e3)
+
+    def release(self, seq: int) -> None:
+        """Write DONE from the parent (a worker that failed before signalling), so nothing of the
+        parent's waits on it."""
+        self.flags.write(self.side, DONE, seq)
+        self.side.synchronize()
+
+
+def first_input(shared: Any, fresh: Any, tensors: Callable[[Any], Sequence]) -> tuple[list, tuple]:
+    """(the pairs (shared, new) of every input but the first, the first's pair): the first input is
+    written after the clock starts."""
+    pairs = [(dst, src) for (_, dst), (_, src) in zip(tensors(shared), tensors(fresh))]
+    return pairs[1:], pairs[0]

@@ -1,0 +1,81 @@
+"""A private MPS daemon for the run: the parent's fence (harness/fence.py) needs the parent's and the
+workers' streams in one hardware context, which NVIDIA's Multi-Process Service gives.
+
+`start()` runs `nvidia-cuda-mps-control -d` with pipe and log folders of the run's own (0700, removed
+at exit, when the daemon is told to quit) and points this process and its children at it through
+CUDA_MPS_PIPE_DIRECTORY. It must run before this process creates a CUDA context: a context made
+earlier is no MPS client. A daemon the environment already names is used as it is (and left running).
+Workers reach the pipe folder through a bind in their sandbox (harness/launch.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+PIPE = "CUDA_MPS_PIPE_DIRECTORY"
+LOG = "CUDA_MPS_LOG_DIRECTORY"
+_STATE: dict[str, Optional[str]] = {}
+
+
+def control() -> Optional[str]:
+    return shutil.which("nvidia-cuda-mps-control")
+
+
+def start() -> Optional[str]:
+    """Start (or adopt) the daemon; None when it runs, else why not (one line). Idempotent."""
+    if "why" in _STATE:
+        return _STATE["why"]
+    _STATE["why"] = why = _start()
+    return why
+
+
+def active() -> bool:
+    return _STATE.get("why", "not started") is None
+
+
+def pipe_folder() -> Optional[str]:
+    return os.environ.get(PIPE) if active() else None
+
+
+def _start() -> Optional[str]:
+    exe = control()
+    if exe is None:
+        return "no MPS (nvidia-cuda-mps-control not found)"
+    given = os.environ.get(PIPE)
+    if given:
+        return None if (Path(given) / "control").exists() else f"no MPS daemon at {PIPE}={given}"
+    root = Path(tempfile.mkdtemp(prefix="mla-eval-mps-"))
+    pipe, log = root / "pipe", root / "log"
+    pipe.mkdir(mode=0o700)
+    log.mkdir(mode=0o700)
+    env = {**os.environ, PIPE: str(pipe), LOG: str(log)}
+    try:
+        started = subprocess.run([exe, "-d"], env=env, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        return f"no MPS (the daemon did not start: {exc})"
+    deadline = time.monotonic() + 5
+    while started.returncode == 0 and not (pipe / "control").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if started.returncode != 0 or not (pipe / "control").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        text = " ".join((started.stderr or started.stdout or "").split())[:200]
+        return f"no MPS (the daemon did not start{': ' + text if text else ''})"
+    os.environ[PIPE], os.environ[LOG] = str(pipe), str(log)
+    atexit.register(_stop, exe, env, root)
+    return None
+
+
+def _stop(exe: str, env: dict, root: Path) -> None:
+    try:
+        subprocess.run([exe], input="quit\n", env=env, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    shutil.rmtree(root, ignore_errors=True)
