@@ -142,12 +142,14 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             result.audit = FENCED if box.fence is not None else f"unverified: {box.fence_note} (the worker's own events)"
         _run_steps(path, ctx, mode, steps, first, box, result, progress, clock, auditor)
         result.ok = bool(result.cases) and all(c.ok for c in result.cases)
-        if mode == "leaderboard" and result.ok:
+        if mode == "leaderboard" and result.ok and box.fence is None:  # unfenced: the profiler's audit
             auditing = auditor.pop() if auditor else None
             if auditing is not None:  # its compiled kernels are copied (its folder ends with it), then
                 audit.share_kernels(box.worker, auditing)  # the timed worker ends: none left to help
                 box.close()                                # the audited one
+            note = result.audit
             clock.timed("audit", audit.audit_submission, path, ctx, result, auditing)
+            result.audit = note if result.audit.startswith("not audited") else f"{note}; {result.audit}"
         finished = True
         return result
     finally:

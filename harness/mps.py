@@ -74,8 +74,11 @@ def _start() -> Optional[str]:
 
 
 def _stop(exe: str, env: dict, root: Path) -> None:
+    """Tell the daemon to quit, from a detached shell: the daemon ends its server once this process
+    (a client) is gone, so nothing here waits for it; the shell then removes the run's folders."""
     try:
-        subprocess.run([exe], input="quit\n", env=env, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        subprocess.Popen(["sh", "-c", 'echo quit | "$0"; sleep 1; rm -rf "$1"', exe, str(root)], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    except OSError:
         pass
-    shutil.rmtree(root, ignore_errors=True)

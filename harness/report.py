@@ -71,6 +71,7 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "bytes": c.bytes, "gbps": gbps,
         "pct_bandwidth": gbps * 1e9 / bandwidth * 100 if gbps and bandwidth else None,
         "audit_us": c.audit_s * 1e6 if c.audit_s is not None else None,
+        "kernel_us": c.kernel.median * 1e6 if c.kernel else None,  # fenced runs: the worker's own events
     }
 
 
@@ -503,6 +504,7 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
         base = {"submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
                 "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
                 "static_scan": r.scan.summary(), "error": r.error, "sandboxed": r.sandboxed, "audit": r.audit,
+                "timing_verified": r.verified,
                 "companion": r.companion,
                 **{f"seconds_{k.replace(' ', '_')}": round(v, 4) for k, v in r.phases.items()}}
         if not r.cases:
