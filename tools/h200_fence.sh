@@ -2,14 +2,14 @@
 # GPU zoo's timing attacks beside triton_bf16, then the CPU attack on two cases; tables last.
 # Usage (device machine, wheels carried in .whl): bash tools/h200_fence.sh
 source tools/h200_setup.sh
-lb() { python3 eval.py --mode leaderboard --sandbox require --no-progress "$@"; }
-lb --submission submissions/triton_bf16.py submissions/triton_fp8.py submissions/triton_mxfp4.py \
+lb() { local t=$1; shift; timeout "$t" python3 eval.py --mode leaderboard --sandbox require --no-progress "$@"; }
+lb 150 --submission submissions/triton_bf16.py submissions/triton_fp8.py submissions/triton_mxfp4.py \
    --json "$OUT/bundled.json" > "$OUT/bundled.txt" 2>&1; echo "bundled: exit $?"
 Z=tests/zoo_gpu
-lb --budget 1 --submission submissions/triton_bf16.py $Z/forges_timer.py $Z/forges_reply.py $Z/forges_fence.py \
+lb 190 --budget 1 --submission submissions/triton_bf16.py $Z/forges_timer.py $Z/forges_reply.py $Z/forges_fence.py \
    $Z/watches_inputs.py $Z/detects_fence.py $Z/side_stream.py $Z/works_after_timer.py $Z/patches_events.py \
    --json "$OUT/zoo.json" > "$OUT/zoo.txt" 2>&1; echo "zoo: exit $?"
-lb --budget 1 --timeout 60 --shape batchsize=4,qseqlen=1,kvseqlen=1024 --shape batchsize=32,qseqlen=1,kvseqlen=8192 \
+lb 60 --budget 1 --timeout 40 --shape batchsize=4,qseqlen=1,kvseqlen=1024 --shape batchsize=32,qseqlen=1,kvseqlen=8192 \
    --submission submissions/triton_bf16.py $Z/computes_on_cpu.py --json "$OUT/cpu_attack.json" > "$OUT/cpu_attack.txt" 2>&1
 echo "cpu attack: exit $?"
 tail -n 30 "$OUT/bundled.txt"
