@@ -8,6 +8,8 @@ from collections import defaultdict
 
 def main() -> None:
     for path in sys.argv[1:]:
+        if not __import__("os").path.exists(path):
+            print(f"== {path}: missing"); continue
         data = json.load(open(path))
         print(f"== {path}: ranked_by {data['run'].get('ranked_by')}")
         by = defaultdict(list)
