@@ -140,7 +140,7 @@ def _fence_phase(channel: Channel, timer: Any):
     from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
 
     channel.send({"op": "fence-ready"})
-    flags = None
+    flags, tiny = None, torch.zeros(1, device="cuda")
     while True:
         msg, fds = channel.recv(want_fds=True)
         op = msg.get("op")
@@ -148,9 +148,10 @@ def _fence_phase(channel: Channel, timer: Any):
             buffer = Buffer(int(msg["nbytes"]), "cuda", fds[0])
             buffer.close_fd()
             flags = StreamFlags(buffer)
-        elif op == "null" and flags is not None:
+        elif op == "null" and flags is not None:  # what a call does besides its own work: one kernel
             stream = torch.cuda.current_stream()
             flags.wait(stream, GATE, int(msg["seq"]))
+            tiny.add_(1)
             flags.write(stream, DONE, int(msg["seq"]))
             channel.send({"op": "enqueued"})
         elif op == "import":
