@@ -141,6 +141,8 @@ def _fence_phase(channel: Channel, timer: Any):
 
     channel.send({"op": "fence-ready"})
     flags, tiny = None, torch.zeros(1, device="cuda")
+    tiny.add_(1)  # its module loaded now: a first launch behind the gate would wait for the parent, which waits for it
+    torch.cuda.synchronize()
     while True:
         msg, fds = channel.recv(want_fds=True)
         op = msg.get("op")
