@@ -126,7 +126,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), ctx.problem.spec.timeouts.startup,
                       started, ctx.sandbox, ctx.private, fence=ctx.fence == "fenced")
     result.sandboxed = box.sandboxed
-    result.audit = ctx.fence
+    result.audit = ctx.fence if ctx.fence != "fenced" else "unverified: the worker did not start"
     auditor: list = []  # the audit's worker, started as the tests begin, idle before any timed call (leaderboard mode)
     finished = False
     try:

@@ -136,6 +136,8 @@ def write_result(out: TextIO, mode: str, result: SubmissionResult) -> bool:
             line(f"test.{i}.{'message' if c.ok else 'error'}", c.reason)
     if mode in ("benchmark", "leaderboard"):
         line("benchmark-count", len(benches))
+        line("timing", result.audit)  # "verified: ..." (the parent's fence) or "unverified: ..."
+        line("timing-verified", "yes" if result.verified else "no")
         for i, c in enumerate(benches):
             line(f"benchmark.{i}.spec", spec_line(c.args))
             if not c.ok or c.device is None:

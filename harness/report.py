@@ -241,15 +241,20 @@ class Leaderboard:
 
     def __init__(self, results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
                  bandwidth: Optional[float] = None, ranking: str = "geom"):
-        ranked = sorted(results, key=lambda r: (r.score_us(ranking) is None, r.score_us(ranking) or 0.0, r.name))
+        # verified timings (the parent's fence) are ranked; unverified ones apart, after them, as u1, u2, ...
+        ranked = sorted(results, key=lambda r: (r.score_us(ranking) is None, not r.verified, r.score_us(ranking) or 0.0,
+                                                r.name))
         bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
         self.columns = [_case_label(c, label) for c in bench_cases if c.kind == "benchmark"]
         indices = [c.index for c in bench_cases if c.kind == "benchmark"]
         self.title = (f"Leaderboard on {device} (µs, median device time per call; rank by {RANK_TITLES[ranking]}; "
                       "⚠ = a timing warning, see the per-case table or exports)")
+        if any(r.score_us(ranking) is not None and not r.verified for r in results):
+            self.title += "; u = unverified: timed inside the submission's process, ranked apart"
         self.score_title = RANK_TITLES[ranking]
         self.rows: list[_BoardRow] = []
-        for rank, r in enumerate(ranked, 1):
+        places = {True: 0, False: 0}
+        for r in ranked:
             by_case = {(c.kind, c.index): c for c in r.cases}
             cells = []
             for index in indices:
@@ -259,8 +264,11 @@ class Leaderboard:
                 else:
                     cells.append(Text("x", style="red") if c else Text("-"))
             score, roof = r.score_us(ranking), r.geomean_roofline(bandwidth)
+            if score is not None:
+                places[r.verified] += 1
+            rank = "-" if score is None else str(places[True]) if r.verified else f"u{places[False]}"
             self.rows.append(_BoardRow(
-                rank=str(rank) if score is not None else "-", name=r.name,
+                rank=rank, name=r.name,
                 status=Text("pass", style="green") if r.ok else Text("FAIL", style="red"),
                 score=_us(score), roofline=_num(roof * 100 if roof else None, "{:.0f}%"), cases=tuple(cells),
                 timed=any(c.kind == "benchmark" and c.ok and c.device for c in r.cases), scan=r.scan,
@@ -461,10 +469,15 @@ def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequenc
     """Per (submission, case) in both runs: median A, median B, B/A, and a noise-aware mark. A
     submission is its file's path: a file of the same name elsewhere is another one."""
     by_key = {(r["path"], r["spec"]): r for r in rows_a}
+    methods = {"A": {r["timing"] for r in rows_a}, "B": {r["timing"] for r in rows_b}}
+    caption = None if any((r["path"], r["spec"]) in by_key for r in rows_b) else \
+        "no timed case is in both runs (runs of --mode test have no timings)"
+    if caption is None and methods["A"] != methods["B"]:
+        caption = (f"the runs were timed differently (A: {', '.join(sorted(methods['A']))}; B: "
+                   f"{', '.join(sorted(methods['B']))}): the ratios compare different measurements")
     table = Table(title=f"Run {run_b} against run {run_a} (ratio = B / A of the median; a mark only "
                         "when the 95% intervals of the medians do not overlap)", title_justify="left",
-                  caption=None if any((r["path"], r["spec"]) in by_key for r in rows_b) else
-                  "no timed case is in both runs (runs of --mode test have no timings)")
+                  caption=escape(caption) if caption else None)
     for col in ("submission", "case", f"A: run {run_a} µs", f"B: run {run_b} µs", "B / A", "mark"):
         table.add_column(col, justify="right" if "µs" in col or col == "B / A" else "left")
     for rb in rows_b:

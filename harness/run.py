@@ -111,7 +111,7 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     pool = _pool_plan(args, device) if parallel(args) else None
     unstored: list[str] = []
     start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
-                              "graph" if ctx.graph else "events", sandboxed=sandboxed,
+                              timing_method(ctx), sandboxed=sandboxed,
                               check_policy=problem.check_policy,
                               cases="custom" if args.shape else "small" if ctx.small else "task")
     with _run_row(store, start, functools.partial(store.finish_run, secret=ctx.secret), unstored) as run_id:
@@ -317,7 +317,7 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     from harness.store import git_commit
 
     meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
-            "check": problem.check_policy, "timing": "graph" if graph else "events", "ranked_by": ctx.fence,
+            "check": problem.check_policy, "timing": timing_method(ctx), "ranked_by": ctx.fence,
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
             "git_commit": git_commit(), "seed": ctx.secret, **versions()}
     # the exports first: nothing the tables below show can cost them
@@ -343,6 +343,15 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     if not all(r.ok for r in results):
         report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
     return 0 if all(r.ok for r in results) else 1
+
+
+def timing_method(ctx: RunContext) -> str:
+    """What a run's timed numbers are, stored with the run (--mode history groups by it, --compare
+    says when two runs differ): the parent's fenced clock, or the worker's own events (unverified)."""
+    if not ctx.device.is_gpu:
+        return "CPU wall clock, unverified"
+    how = "CUDA graphs" if ctx.graph else "events"
+    return f"fenced ({how})" if ctx.fence == "fenced" else f"{how}, unverified"
 
 
 def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:

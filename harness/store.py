@@ -282,8 +282,8 @@ class Store:
             raise StoreError(f"{self.path}: there is no run {run_id} (see --mode history)")
         return self._rows(
             """SELECT s.name AS submission, s.path, c.idx, c.name AS spec, COALESCE(c.label, c.name) AS label,
-                      c.median_us, c.ci95_rel, c.runs
-               FROM cases c JOIN submissions s ON s.id = c.submission_id
+                      c.median_us, c.ci95_rel, c.runs, r.timing
+               FROM cases c JOIN submissions s ON s.id = c.submission_id JOIN runs r ON r.id = s.run_id
                WHERE s.run_id = ? AND c.kind = 'benchmark' AND c.ok = 1 AND c.median_us IS NOT NULL
                ORDER BY s.name, c.idx""", (run_id,))
 

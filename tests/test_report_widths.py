@@ -42,11 +42,12 @@ def cases(scale: float, noisy: int = -1) -> list[CaseResult]:
     return out
 
 
+FENCED = "verified: the parent's clock, fenced around each call"  # a GPU board, as the H200 prints it
 RESULTS = [
     SubmissionResult(f"submissions/{LONG_NAME}", "a", cases=cases(0.9), scan=ScanResult("clean", ()),
-                     variant="fp8", sandboxed=True),
+                     variant="fp8", sandboxed=True, audit=FENCED),
     SubmissionResult("submissions/segfault.py", "b", ok=False, error=CRASH, scan=ScanResult("clean", ())),
-    SubmissionResult("submissions/sneaky_timer.py", "c", cases=cases(0.4, noisy=3), variant="bf16",
+    SubmissionResult("submissions/sneaky_timer.py", "c", cases=cases(0.4, noisy=3), variant="bf16", audit=FENCED,
                      scan=ScanResult("suspicious", ("TIMER_MONKEYPATCH (high): torch.cuda.Event.elapsed_time = f",
                                                     "STREAM_ESCAPE (medium): torch.cuda.Stream()"))),
 ]
@@ -190,3 +191,14 @@ def test_a_profile_table_cannot_pass_for_the_harnesss_own_lines(monkeypatch):
     assert all(line.startswith("│ ") for line in lines[start:start + 4])
     assert not any(line.startswith(("FAIL triton_bf16", "─")) for line in lines[start:])
     assert all(len(line) <= 120 and line.startswith("│ ") for line in lines[start:start + 7])  # no row left to wrap
+
+
+def test_unverified_timings_are_ranked_apart_after_verified_ones():
+    """A faster number timed inside the submission's process does not outrank a verified one: it is
+    listed after every verified row, numbered u1, u2, ... and the title says what u means."""
+    fast = SubmissionResult("submissions/unfenced.py", "d", cases=cases(0.1), variant="bf16",
+                            audit="unverified: --no-audit (the worker's own events)")
+    board = report.leaderboard_table([fast, *RESULTS], label, "H200", 4.2e12)
+    assert [(row.rank, row.name) for row in board.rows][:3] == [
+        ("1", "sneaky_timer.py"), ("2", LONG_NAME), ("u1", "unfenced.py")]
+    assert "u = unverified" in board.title

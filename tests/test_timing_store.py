@@ -152,7 +152,7 @@ def test_graph_flag_on_cpu_says_it_times_plain_calls(tmp_path, capsys):
     assert code == 0
     assert "--graph needs a GPU: timing plain calls." in capsys.readouterr().err
     row = sqlite3.connect(tmp_path / "r.db").execute("SELECT timing FROM runs").fetchone()
-    assert row[0] == "events"
+    assert row[0] == "CPU wall clock, unverified"  # the parent's clock around plain calls: not a GPU ranking
 
 
 def test_flush_ops_are_valid_torch_calls():

@@ -1,0 +1,146 @@
+"""The fenced timing's parent side on the CPU: a fake fence stands in for the GPU's flags and events,
+a fake worker's replies for the channel, so the code that decides which number ranks runs here. The
+real fence runs on the H200 (tools/h200_fence.sh, BENCHMARKS.md)."""
+import dataclasses
+import types
+
+import pytest
+import torch
+
+from harness import sandbox
+from harness.fence import Reading, first_input
+from harness.timing import CallTiming
+
+
+class FakeFence:
+    """The parent's clock: reads `call_s` for every call, whatever the worker says."""
+
+    def __init__(self, call_s: float):
+        self.call_s, self.seq, self.released, self.refilled = call_s, 0, [], 0
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+        refill_rest()
+        first[0].copy_(first[1])
+        self.refilled += 1
+        snapshot.copy_(slot)
+        return Reading(self.call_s + 5e-6, self.call_s, 1e-5)
+
+    def release(self, seq: int) -> None:
+        self.released.append(seq)
+
+
+def fenced_box(replies: list[dict], fence: FakeFence, slot: torch.Tensor, on_wait=lambda: None):
+    box = object.__new__(sandbox.Sandbox)
+    box.device = types.SimpleNamespace(type="cpu", is_gpu=False)
+    box.fence, box._slot, box._enqueue_times = fence, slot, []
+    sent = []
+    box._send = lambda msg, fds=(), ready=True: sent.append(msg["op"])
+    answers = iter(replies)
+
+    def answer(timeout, what, op):
+        reply = next(answers)
+        if reply.get("op") == "error":
+            raise sandbox.WorkerFailure("exception", reply["message"])
+        assert reply["op"] == op
+        return reply
+
+    box._answer = answer
+    box.worker = types.SimpleNamespace(channel=types.SimpleNamespace(wait_readable=lambda s: (on_wait(), True)[1]))
+    return box, sent
+
+
+@pytest.fixture(autouse=True)
+def no_cuda_sync(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+
+
+def forged(shape, **times) -> list[dict]:
+    layout = {"shape": list(shape), "dtype": "bfloat16", "device": "cpu"}
+    return [{"op": "enqueued", "copied": True, "layout": layout, "host_s": 1e-9},
+            {"op": "output", "copied": True, "layout": layout, "device_s": 1e-9, "host_s": 1e-9, "tail_s": 0.0,
+             "replaced": [], "caught_up": False, **times}]
+
+
+def test_the_ranked_time_is_the_parents_whatever_the_worker_replies():
+    """A worker that rewrites its replies (its own events, its host time) moves no ranked number:
+    device_s is the fence's reading; the worker's figure is kept apart as kernel_s."""
+    slot = torch.full((2, 3), 7.0, dtype=torch.bfloat16)
+    fence = FakeFence(40e-6)
+    q, fresh_q = torch.zeros(4), torch.ones(4)
+    box, sent = fenced_box(forged(slot.shape, device_s=1e-9), fence, slot)
+    out, timing = box.fenced_call(lambda: None, (q, fresh_q), timeout=5)
+    assert timing.device_s == 40e-6 and timing.kernel_s == 1e-9
+    assert sent == ["call", "collect"] and fence.refilled == 1 and torch.equal(q, fresh_q)
+    assert out.data_ptr() != slot.data_ptr()  # the parent judges its own snapshot, not the shared slot
+
+
+def test_a_call_that_never_enqueues_in_time_is_launch_bound_and_still_timed_by_the_parent():
+    slot = torch.zeros((2, 3), dtype=torch.bfloat16)
+    box, _ = fenced_box(forged(slot.shape), FakeFence(90e-6), slot)
+    box.worker.channel.wait_readable = lambda s: False  # (a call that reads .tolist() waits for the gate)
+    _, timing = box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert timing.caught_up and timing.device_s == 90e-6
+
+
+def test_a_failing_call_releases_the_parents_stream():
+    slot = torch.zeros((2, 3), dtype=torch.bfloat16)
+    fence = FakeFence(1e-5)
+    box, _ = fenced_box([{"op": "error", "message": "boom"}], fence, slot)
+    with pytest.raises(sandbox.WorkerFailure):
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert fence.released == [1]
+
+
+def test_the_first_input_is_written_after_the_clock_starts():
+    shared = (torch.zeros(2), {"kv": torch.zeros(3)}, torch.zeros(1))
+    fresh = (torch.ones(2), {"kv": torch.ones(3)}, torch.ones(1))
+    from harness.verdict import tensors
+
+    rest, first = first_input(shared, fresh, tensors)
+    assert first[0] is shared[0] and first[1] is fresh[0]
+    assert [dst for dst, _ in rest] == [shared[1]["kv"], shared[2]]
+
+
+def test_the_engine_ranks_the_fences_numbers_and_keeps_the_workers_apart(problem):
+    """Engine level: the case's ranked medians are the fence's readings, its `kernel` statistics the
+    worker's own (here forged a thousand times smaller), and the export carries both."""
+    from harness.engine import _benchmark_case
+    from harness.report import export_rows
+    from harness.results import SubmissionResult
+    from harness.verdict import Verdict
+
+    spec = dataclasses.replace(problem.spec, timing=dataclasses.replace(problem.spec.timing, max_runs=12))
+
+    def call(timed, deadline):
+        return Verdict(True, "matches"), CallTiming(50e-6, 1e-4, 0.0, (), kernel_s=50e-9)
+
+    ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
+                                graph=False, device=types.SimpleNamespace(is_gpu=True),
+                                timed_seeds=lambda case: (lambda: 1))
+    inputs = types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
+                                   call=call, refill=lambda seed: None)
+    case = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
+    assert case.ok and case.device.median == 50e-6 and case.kernel.median == 50e-9
+    (row,) = export_rows([SubmissionResult("x.py", "0" * 64, cases=[case],
+                                           audit="verified: the parent's clock, fenced around each call")],
+                         lambda args: "c", None)
+    assert row["median_us"] == pytest.approx(50.0) and row["kernel_us"] == pytest.approx(0.05)
+    assert row["timing_verified"] is True
+
+
+def test_cpu_exports_label_their_numbers_unverified(tmp_path):
+    import json
+
+    from conftest import ROOT, cli
+
+    code = cli(tmp_path, "--mode", "benchmark", "--budget", "0.2", "--json", str(tmp_path / "out.json"),
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    assert code == 0
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["run"]["ranked_by"].startswith("unverified: CPU")
+    assert data["run"]["timing"] == "CPU wall clock, unverified"
+    assert all(row["timing_verified"] is False and row["audit"].startswith("unverified") for row in data["rows"])
