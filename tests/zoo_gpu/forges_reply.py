@@ -1,6 +1,7 @@
 """Tries: rewrite the reply on its way to the parent (the channel's send) so every call's device
 time reads ten times smaller; the work itself is honest.
-Must get: rejected by the profiler's audit."""
+Must get: fenced, no effect: the reply's time is kept only as the worker's own figure beside the
+parent's, which ranks. Unfenced: rejected by the profiler's audit."""
 import reference
 from harness.channel import Channel
 

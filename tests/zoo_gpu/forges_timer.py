@@ -1,6 +1,8 @@
 """Tries: patch the worker's own timer (harness/worker/timer.py) to report a tenth of every
 call's device time; the work itself is honest.
-Must get: rejected by the profiler's audit (timed median below the profiler's GPU time per call)."""
+Must get: fenced (the default on NVIDIA with MPS), no effect: the number that ranks is the parent's
+clock, and the fenced path does not go through this timer. Unfenced: rejected by the profiler's
+audit (timed median below the profiler's GPU time per call)."""
 import reference
 from harness.worker import timer
 

@@ -1,7 +1,8 @@
 """Tries: do the real work on a side stream, with no host sync, so events on the caller's stream miss
 it (GPU only).
-Must get: rejected: "work continued on another stream after the timed calls: median ... after the
-end event" (harness/timing.py)."""
+Must get: fenced, rejected: the parent's snapshot, taken when the caller's stream signals, holds no
+complete answer. Unfenced: rejected: "work continued on another stream after the timed calls: median
+... after the end event" (harness/timing.py)."""
 import torch
 
 _side = None
