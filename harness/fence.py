@@ -41,7 +41,6 @@ class Reading:
 
     interval_s: float   # E_mid -> E_end
     call_s: float       # the interval less the fence's own cost: the number that ranks
-    prepare_s: float    # the parent's refill and flush before E_mid (its own work)
 
 
 class FenceError(RuntimeError):
@@ -105,9 +104,8 @@ class Fence:
         then released by writing DONE itself, and the snapshot is whatever the slot held)."""
         flags, stream = self.flags, self.stream
         stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
-        start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(stream):
-            start.record()
             refill_rest()
             self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
             torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
@@ -125,7 +123,7 @@ class Fence:
             time.sleep(0)
         interval = mid.elapsed_time(end) / 1e3
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
-        return Reading(interval, interval - self.cost_s(nbytes), start.elapsed_time(mid) / 1e3)
+        return Reading(interval, interval - self.cost_s(nbytes))
 
     def release(self, seq: int) -> None:
         """Write DONE from the parent (a worker that failed before signalling), so nothing of the

@@ -222,7 +222,7 @@ class Sandbox:
         try:
             timing = CallTiming(reading.call_s, enqueued, _number(own["tail_s"]),
                                 tuple(_text(r, 80) for r in list(own["replaced"])[:10]), caught_up=not ready,
-                                kernel_s=_number(own["device_s"]), prepare_s=reading.prepare_s)
+                                kernel_s=_number(own["device_s"]))
             layout = reply["layout"]
             described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
                                      _text(layout["device"], 20))

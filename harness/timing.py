@@ -25,7 +25,6 @@ class CallTiming:
     caught_up: bool = False  # the GPU had passed the start event when the call returned: it may
                              # have waited for the call's launches inside the timed interval
     kernel_s: Optional[float] = None  # fenced calls: the worker's own events around the call (a diagnostic)
-    prepare_s: Optional[float] = None  # fenced calls: the parent's refill and flush before its clock
 
 
 @dataclasses.dataclass(frozen=True)

@@ -81,3 +81,15 @@ def own_tmp(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     return folder
+
+
+def gpu_case_inputs(spec, call):
+    """What the engine's `_benchmark_case` reads of a case's inputs, with GPU flags and `call(timed,
+    deadline)` standing in for the worker: the engine's own timing code runs on the CPU."""
+    import types
+
+    ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
+                                graph=False, device=types.SimpleNamespace(is_gpu=True),
+                                timed_seeds=lambda case: (lambda: 1))
+    return types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
+                                 call=call, refill=lambda seed: None)

@@ -215,7 +215,7 @@ def test_history_and_compare(tmp_path, capsys):
     capsys.readouterr()
     assert cli(tmp_path, "--mode", "leaderboard", "--history") == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "torch_batched.py" in out and "median of runs" in out and "events" in out and "strict" in out
+    assert "torch_batched.py" in out and "median of runs" in out and "CPU wall clock, unverified" in out and "strict" in out
     assert cli(tmp_path, "--mode", "test", "--submission", sub) == 0
     capsys.readouterr()
     assert cli(tmp_path, "--mode", "history", "--compare", "4", "4") == 0

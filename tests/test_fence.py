@@ -6,6 +6,7 @@ import types
 
 import pytest
 import torch
+from conftest import gpu_case_inputs
 
 from harness import sandbox
 from harness.fence import Reading, first_input
@@ -27,7 +28,7 @@ class FakeFence:
         first[0].copy_(first[1])
         self.refilled += 1
         snapshot.copy_(slot)
-        return Reading(self.call_s + 5e-6, self.call_s, 1e-5)
+        return Reading(self.call_s + 5e-6, self.call_s)
 
     def release(self, seq: int) -> None:
         self.released.append(seq)
@@ -118,11 +119,7 @@ def test_the_engine_ranks_the_fences_numbers_and_keeps_the_workers_apart(problem
     def call(timed, deadline):
         return Verdict(True, "matches"), CallTiming(50e-6, 1e-4, 0.0, (), kernel_s=50e-9)
 
-    ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
-                                graph=False, device=types.SimpleNamespace(is_gpu=True),
-                                timed_seeds=lambda case: (lambda: 1))
-    inputs = types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
-                                   call=call, refill=lambda seed: None)
+    inputs = gpu_case_inputs(spec, call)
     case = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
     assert case.ok and case.device.median == 50e-6 and case.kernel.median == 50e-9
     (row,) = export_rows([SubmissionResult("x.py", "0" * 64, cases=[case],
@@ -144,3 +141,15 @@ def test_cpu_exports_label_their_numbers_unverified(tmp_path):
     assert data["run"]["ranked_by"].startswith("unverified: CPU")
     assert data["run"]["timing"] == "CPU wall clock, unverified"
     assert all(row["timing_verified"] is False and row["audit"].startswith("unverified") for row in data["rows"])
+
+
+def test_compare_says_when_two_runs_were_timed_differently():
+    from rich.console import Console
+
+    from harness.report import compare_table
+
+    row = {"path": "a.py", "spec": "c", "submission": "a.py", "label": "4×1k", "median_us": 10.0, "ci95_rel": 0.01}
+    console = Console(width=200, record=True, file=__import__("io").StringIO())
+    console.print(compare_table(1, 2, [{**row, "timing": "fenced (events)"}], [{**row, "timing": "events, unverified"}]))
+    text = " ".join(console.export_text().split())
+    assert "timed differently (A: fenced (events); B: events, unverified)" in text

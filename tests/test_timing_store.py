@@ -5,7 +5,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, gpu_case_inputs
 
 from harness.device import detect
 from harness.results import CaseResult, SubmissionResult
@@ -529,11 +529,7 @@ def test_a_gpu_cases_launch_bound_calls_reach_its_result_and_warning(problem):
         device_us, flag = next(reports) if timed else (20.0, False)
         return Verdict(True, "matches"), CallTiming(device_us * 1e-6, 1e-4, 0.0, (), caught_up=flag)
 
-    ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
-                                graph=False, device=types.SimpleNamespace(is_gpu=True),
-                                timed_seeds=lambda case: (lambda: 1))
-    inputs = types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
-                                   call=call, refill=lambda seed: None)
+    inputs = gpu_case_inputs(spec, call)
     result = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
     runs = len(result.samples)                     # the engine stops once the median's CI is tight
     assert result.ok and 6 < runs < 30 and result.caught_up == tuple(flags[:runs])
