@@ -9,7 +9,7 @@ Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad
 from __future__ import annotations
 
 # first: importing harness.run starts the run's wall clock (harness.run.STARTED)
-from harness.run import cross_compile, parallel, private_paths, run, run_popcorn
+from harness.run import cross_compile, parallel, private_paths, run, run_popcorn, write_html
 
 import argparse  # noqa: E402
 import signal  # noqa: E402
@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH", help="write every number shown to a CSV file")
     p.add_argument("--markdown", metavar="PATH", help="write every number shown to a Markdown file")
     p.add_argument("--plot", metavar="DIR", help="write leaderboard.png and roofline.png to DIR (matplotlib)")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML page of the run and its submissions' "
+                   "history (with --mode history: of the newest timed run in the database)")
     p.add_argument("--ncu", action="store_true",
                    help="with --mode profile: one timed call of one case under Nsight Compute (NVIDIA)")
     p.add_argument("--rocprof", action="store_true",
@@ -194,6 +196,8 @@ def _run(args: argparse.Namespace, early=None) -> int:
         raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
     if args.compare and args.mode != "history":
         raise UsageError("--compare goes with --mode history")
+    if args.html and args.mode not in ("benchmark", "leaderboard", "history"):
+        raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
     if args.seed is not None and not -2**63 <= args.seed < 2**63:
         raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
     if args.mode == "history" and not Path(args.db).is_file():
@@ -209,7 +213,9 @@ def _run(args: argparse.Namespace, early=None) -> int:
         raise UsageError(str(exc)) from None
     if args.mode == "history":
         try:
-            if args.compare:
+            if args.html:
+                write_html(store, args.html, None)
+            elif args.compare:
                 a, b = args.compare
                 report.console.print(report.compare_table(a, b, store.timed_cases(a), store.timed_cases(b)))
             else:

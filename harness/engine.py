@@ -76,7 +76,7 @@ class RunContext:
     sandbox: str = "auto"              # the OS sandbox: auto | require | off (harness/launch.py)
     private: tuple[Path, ...] = ()     # paths a worker must not see (the database, the logs)
     audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
-    fence: str = "unverified: not a GPU run"  # "fenced" where the parent's fence times calls (harness/fence.py),
+    fence: str = "unverified: not fenced"  # "fenced" where the parent's fence times calls (harness/fence.py),
                                              # else what times them and why it is unverified
 
     def case_seed(self, case: Case) -> int:

@@ -118,6 +118,8 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         began = time.perf_counter()  # the evaluations (startup: everything before)
         results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early, unstored)
     code = _finish(args, ctx, results, run_id, sandboxed, began)
+    if args.html:  # from the database, the run just stored included
+        write_html(store, args.html, run_id)
     if unstored:  # after the tables and exports, which hold every result
         report.error(f"the results database failed: {'; '.join(unstored)[:600]}; the results above and in any "
                      "--json/--csv export are complete")
@@ -241,6 +243,8 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
     import harness.pool  # noqa: F401 (its `harness_error`, for a file the parent itself failed on)
     import harness.selftest  # noqa: F401
     import harness.scan  # noqa: F401 (imports kernelguard)
+    if args.html:
+        import harness.html_report  # noqa: F401 (imported before any worker starts, as everything here)
     if args.plot:
         from harness.plots import PlotError, _pyplot
 
@@ -248,9 +252,20 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
             _pyplot()
         except PlotError as exc:
             raise UsageError(str(exc)) from None
-    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown)):
+    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--html", args.html)):
         if path and not Path(path).parent.is_dir():  # (--plot makes its folder)
             raise UsageError(f"{flag} {path}: the folder {Path(path).parent} does not exist")
+
+
+def write_html(store: Store, path: str, run_id: Optional[int]) -> None:
+    """--html: the page of run `run_id` (the newest timed run where None) and its files' history."""
+    from harness import report
+    from harness.html_report import PageError, write_page
+
+    try:
+        report.err_console.print(f"page: {write_page(store, path, run_id)}")
+    except PageError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:

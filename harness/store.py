@@ -287,6 +287,39 @@ class Store:
                WHERE s.run_id = ? AND c.kind = 'benchmark' AND c.ok = 1 AND c.median_us IS NOT NULL
                ORDER BY s.name, c.idx""", (run_id,))
 
+    def timed_run(self, run_id: Optional[int] = None) -> Optional[sqlite3.Row]:
+        """A complete benchmark or leaderboard run (the newest where `run_id` is None), or None."""
+        rows = self._rows(
+            "SELECT * FROM runs WHERE status = 'complete' AND mode IN ('benchmark', 'leaderboard')"
+            + (" AND id = ?" if run_id is not None else "") + " ORDER BY id DESC LIMIT 1",
+            (run_id,) if run_id is not None else ())
+        return rows[0] if rows else None
+
+    def run_results(self, run_id: int) -> list[tuple[sqlite3.Row, list[sqlite3.Row]]]:
+        """A run's submissions, each with its cases (tests first, in order)."""
+        subs = self._rows("SELECT * FROM submissions WHERE run_id = ? ORDER BY id", (run_id,))
+        return [(s, self._rows("SELECT * FROM cases WHERE submission_id = ? ORDER BY kind DESC, idx", (s["id"],)))
+                for s in subs]
+
+    def timed_history(self, path: str, task: str, cases: Optional[str], before: int,
+                      limit: int = 50) -> list[dict[str, Any]]:
+        """The complete timed runs of the file at `path` (this task, the same case set) up to run `before`,
+        oldest first: run, date, device, timing method, commit, the file's hash, geomean and the
+        per-case medians {label: µs}."""
+        out = []
+        for row in self._rows(
+                """SELECT s.id, s.sha256, s.geomean_us, s.ok, r.id AS run, r.started, r.device, r.timing, r.git_commit
+                   FROM submissions s JOIN runs r ON r.id = s.run_id
+                   WHERE s.path = ? AND r.task = ? AND r.cases IS ? AND r.status = 'complete'
+                         AND r.mode IN ('benchmark', 'leaderboard') AND r.id <= ?
+                   ORDER BY r.id DESC LIMIT ?""", (path, task, cases, before, limit)):
+            medians = {c["label"] or c["name"]: c["median_us"] for c in self._rows(
+                "SELECT label, name, median_us FROM cases WHERE submission_id = ? AND kind = 'benchmark' AND ok = 1 "
+                "AND median_us IS NOT NULL ORDER BY idx", (row["id"],))}
+            out.append({**{k: row[k] for k in ("run", "started", "device", "timing", "git_commit", "sha256", "geomean_us",
+                                              "ok")}, "medians": medians})
+        return out[::-1]
+
     def _rows(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
         self.db.row_factory = sqlite3.Row
         try:
