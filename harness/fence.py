@@ -33,6 +33,10 @@ from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
 
 NULL_CALLS = 12          # null calls per size when calibrating
 CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
+# A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
+# ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
+MAX_COST_S = 60e-6
+RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +97,8 @@ class Fence:
                 times.append(reading.interval_s)
             fastest.append(min(times[2:]))
         (b0, b1), (t0, t1) = CALIBRATION_BYTES, fastest
+        if max(t0, t1) > MAX_COST_S:
+            raise FenceError(f"a null call costs {max(t0, t1) * 1e6:.0f} µs: the processes share no MPS server")
         per_byte = max(0.0, (t1 - t0) / (b1 - b0))
         self.cost = (t0 - per_byte * b0, per_byte)
 
@@ -100,8 +106,8 @@ class Fence:
             slot: torch.Tensor, snapshot: torch.Tensor, deadline: float) -> Optional[Reading]:
         """The parent's side of call `seq`, once the worker enqueued its own: `refill_rest()` copies
         every input but the first, `first` is (shared first input, its new value). Returns the
-        reading, or None when the worker did not signal DONE by `deadline` (the parent's stream is
-        then released by writing DONE itself, and the snapshot is whatever the slot held)."""
+        reading, or None when the worker did not signal DONE by `deadline` (the caller then ends the
+        worker and calls `release`)."""
         flags, stream = self.flags, self.stream
         stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
         mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -117,8 +123,6 @@ class Fence:
             end.record()
         while not end.query():
             if time.monotonic() > deadline:
-                flags.write(self.side, DONE, seq)  # (monotonic values: a late DONE from the worker is harmless)
-                end.synchronize()
                 return None
             time.sleep(0)
         interval = mid.elapsed_time(end) / 1e3
@@ -126,10 +130,15 @@ class Fence:
         return Reading(interval, interval - self.cost_s(nbytes))
 
     def release(self, seq: int) -> None:
-        """Write DONE from the parent (a worker that failed before signalling), so nothing of the
-        parent's waits on it."""
+        """Write DONE from the parent and wait, at most RELEASE_SECONDS, for the parent's stream to pass
+        it (a worker that failed before signalling; call it once a worker that may still write DONE,
+        or hold the GPU, has been ended). FenceError when the stream stays held."""
         self.flags.write(self.side, DONE, seq)
-        self.side.synchronize()
+        deadline = time.monotonic() + RELEASE_SECONDS
+        while not (self.side.query() and self.stream.query()):
+            if time.monotonic() > deadline:
+                raise FenceError(f"the parent's timing stream was still held {RELEASE_SECONDS:.0f} s after the call")
+            time.sleep(0.001)
 
 
 def first_input(shared: Any, fresh: Any, tensors: Callable[[Any], Sequence]) -> tuple[list, tuple]:

@@ -207,11 +207,11 @@ class Sandbox:
         try:
             reading = fence.run(seq, refill_rest, first, self._slot, snapshot, deadline)
             if reading is None:
-                self.worker.kill()
+                self.worker.kill()  # first: a worker still writing DONE or holding the GPU would keep the parent waiting
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException:
-            fence.release(seq)
+            self._release(fence, seq)
             raise
         if ready:
             self._enqueue_times.append(enqueued)
@@ -231,6 +231,22 @@ class Sandbox:
         if reply.get("copied") is not True:
             return described, timing
         return snapshot, timing
+
+    def _release(self, fence: Any, seq: int) -> None:
+        """The parent's stream freed after a fenced call failed: DONE written by the parent; where the
+        stream stays held (a worker rewriting DONE, or holding every SM), the worker is ended and the
+        release tried again; where even that fails, no later call is fenced (FenceError's text ends it)."""
+        from harness.fence import FenceError
+
+        try:
+            fence.release(seq)
+        except FenceError:
+            self.worker.kill()
+            try:
+                fence.release(seq)
+            except FenceError as exc:
+                self.fence, self.fence_note = None, f"not fenced ({exc})"
+                raise WorkerFailure("timeout", str(exc)) from None
 
     def capture(self, timeout: float) -> tuple[bool, str]:
         """Ask the worker to capture the call in a CUDA graph and replay it from now on (until the

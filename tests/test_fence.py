@@ -153,3 +153,30 @@ def test_compare_says_when_two_runs_were_timed_differently():
     console.print(compare_table(1, 2, [{**row, "timing": "fenced (events)"}], [{**row, "timing": "events, unverified"}]))
     text = " ".join(console.export_text().split())
     assert "timed differently (A: fenced (events); B: events, unverified)" in text
+
+
+def test_a_stream_held_after_a_failed_call_ends_the_worker_then_the_fence():
+    """A worker that keeps rewriting DONE (or holds every SM) keeps the parent's stream waiting: the
+    parent ends the worker and tries again; where even that fails, no later call is fenced."""
+    from harness.fence import FenceError
+
+    class HeldFence(FakeFence):
+        def __init__(self, frees_after: int):
+            super().__init__(1e-5)
+            self.frees_after = frees_after
+
+        def release(self, seq):
+            self.released.append(seq)
+            if len(self.released) <= self.frees_after:
+                raise FenceError("the parent's timing stream was still held 10 s after the call")
+
+    slot = torch.zeros((2, 3), dtype=torch.bfloat16)
+    for frees_after, still_fenced in ((1, True), (2, False)):
+        fence = HeldFence(frees_after)
+        box, _ = fenced_box([{"op": "error", "message": "boom"}], fence, slot)
+        killed = []
+        box.worker.kill = lambda: killed.append(True)
+        with pytest.raises(sandbox.WorkerFailure):
+            box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+        assert killed == [True] and fence.released == [1, 1]
+        assert (box.fence is fence) == still_fenced
