@@ -24,10 +24,6 @@ LOG = "CUDA_MPS_LOG_DIRECTORY"
 _STATE: dict[str, Optional[str]] = {}
 
 
-def control() -> Optional[str]:
-    return shutil.which("nvidia-cuda-mps-control")
-
-
 def start() -> Optional[str]:
     """Start (or adopt) the daemon; None when it runs, else why not (one line). Idempotent."""
     if "why" in _STATE:
@@ -36,16 +32,8 @@ def start() -> Optional[str]:
     return why
 
 
-def active() -> bool:
-    return _STATE.get("why", "not started") is None
-
-
-def pipe_folder() -> Optional[str]:
-    return os.environ.get(PIPE) if active() else None
-
-
 def _start() -> Optional[str]:
-    exe = control()
+    exe = shutil.which("nvidia-cuda-mps-control")
     if exe is None:
         return "no MPS (nvidia-cuda-mps-control not found)"
     given = os.environ.get(PIPE)
