@@ -181,10 +181,11 @@ def _svg(fig) -> str:
 
 
 def _log_axis(axis, set_scale) -> None:
-    """A log axis labelled in plain numbers at its major ticks only (minor labels overlap)."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    """A log axis labelled in plain numbers at 1, 2 and 5 of each decade (minor labels overlap)."""
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     set_scale("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5), numticks=8))
     axis.set_major_formatter(ScalarFormatter())
     axis.set_minor_formatter(NullFormatter())
 
