@@ -298,9 +298,11 @@ def task_path(task: Optional[str]) -> Path:
     """--task: a task file, or the name of one of the checkout's tasks (tasks/NAME/task.yml)."""
     if task is None:
         return default_task()
-    named = REPO_ROOT / "tasks" / task / "task.yml"
-    if not Path(task).exists() and "/" not in task and named.is_file():
-        return named
+    if not Path(task).exists() and "/" not in task:  # a name: the checkout's tasks, else the installed copy's
+        for root in (REPO_ROOT, Path(sys.prefix) / "share" / "mla-eval"):
+            named = root / "tasks" / task / "task.yml"
+            if named.is_file():
+                return named
     return Path(task)
 
 
