@@ -13,6 +13,7 @@ temporary folder. Ray is an optional extra: `pip install ".[ray]"`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -39,12 +40,40 @@ def _job(config: RunConfig, files: dict[str, bytes], name: str) -> Any:
         for rel, content in files.items():
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (folder / rel).write_bytes(content)
-        local = dataclasses.replace(config, task=str(folder / "task" / "task.yml"),
+        local = dataclasses.replace(config, task=str(folder / "task" / files_task(files)),
                                     log_dir=str(folder / "logs"))
         result = evaluate(folder / "submission" / name, local.context(), config.mode)
         log = Path(result.log)
         result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
         return result
+
+
+TASK_MARK = "task/.task"  # which file of the bundle is the task (a path relative to task/)
+
+
+def task_bundle(task: Path) -> dict[str, bytes]:
+    """The task's files for a Ray worker, under task/ in their own relative layout: the task file, the
+    reference.py it names, its companion task (harness/engine.py) and that one's reference."""
+    from harness.spec import load_task
+
+    files: list[Path] = []
+    pending = [task.resolve()]
+    while pending:
+        path = pending.pop()
+        if path in files:
+            continue
+        spec = load_task(path)
+        files += [path, (path.parent / spec.reference).resolve()]
+        if spec.companion:
+            pending.append((path.parent / spec.companion).resolve())
+    root = Path(os.path.commonpath([str(f.parent) for f in files]))
+    bundle = {f"task/{f.relative_to(root)}": f.read_bytes() for f in files}
+    bundle[TASK_MARK] = str(task.resolve().relative_to(root)).encode()
+    return bundle
+
+
+def files_task(files: dict[str, bytes]) -> str:
+    return files[TASK_MARK].decode()
 
 
 def evaluate_ray(paths: Sequence[Path], config: RunConfig, address: Optional[str],
@@ -56,9 +85,7 @@ def evaluate_ray(paths: Sequence[Path], config: RunConfig, address: Optional[str
     except ImportError:
         raise RayMissing("--backend ray needs Ray: pip install \".[ray]\"") from None
 
-    task_dir = Path(config.task).resolve().parent
-    task_files = {"task/task.yml": Path(config.task).read_bytes(),
-                  "task/reference.py": (task_dir / "reference.py").read_bytes()}
+    task_files = task_bundle(Path(config.task))
     started_here = not ray.is_initialized()
     if started_here:
         try:

@@ -188,3 +188,25 @@ def test_a_harness_fault_costs_one_file_in_a_sequential_run(tmp_path, capsys, mo
     out = captured.out + captured.err
     assert code == 1 and "harness error: TypeError: a fault of the harness's" in out, out[-2000:]
     assert "Traceback" not in out and "FAIL torch_batched.py" not in out
+
+
+def test_ray_ships_the_whole_task_its_reference_and_companion():
+    """A Ray worker gets the task's files in their own layout: the competition task names
+    ../../reference.py, and the default task its companion (tasks/competition/task.yml)."""
+    from harness.ray_backend import files_task, task_bundle
+
+    bundle = task_bundle(ROOT / "tasks" / "competition" / "task.yml")
+    assert set(bundle) == {"task/reference.py", "task/tasks/competition/task.yml", "task/.task"}
+    assert files_task(bundle) == "tasks/competition/task.yml"
+    bundle = task_bundle(ROOT / "task.yml")
+    assert {"task/task.yml", "task/reference.py", "task/tasks/competition/task.yml"} <= set(bundle)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [["--backend", "ray", "--workers", "2"], ["--gpus", "0", "--workers", "2"]])
+def test_every_backend_runs_the_competition_task(tmp_path, capsys, backend):
+    if backend[1] == "ray":
+        pytest.importorskip("ray")
+    code = cli(tmp_path, "--task", "competition", "--mode", "test", *backend,
+               "--submission", str(ROOT / "submissions" / "torch_batched.py"))
+    assert code == 0, capsys.readouterr().err[-600:]
