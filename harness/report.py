@@ -561,7 +561,7 @@ def _csv_cell(value: Any) -> Any:
 
 
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    cols = ["submission", "passed", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
+    cols = ["submission", "passed", "timing_verified", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
             "median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
             "pct_bandwidth", "warnings", "detail", "error"]
 

@@ -143,6 +143,7 @@ def test_exports_hold_every_number(tmp_path):
     assert float(rows[0]["median_us"]) == pytest.approx(row["median_us"])
     md = paths["md"].read_text()
     assert "| torch_batched.py |" in md and "median_us" in md
+    assert "| torch_batched.py | True | False |" in md and "ranked_by: unverified: CPU" in md  # CPU: unverified
 
 
 def test_variant_detection(tmp_path):
