@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from harness.results import ranked
 from harness.store import Store
 
 
@@ -59,15 +60,8 @@ def _rows(store: Store, run) -> list[dict[str, Any]]:
                      "flags": json.loads(sub["flags"] or "[]"), "cases": timed,
                      "detail": sub["error"] or (f"{failed['kind']} {failed['label'] or failed['name']}: {failed['reason']}"
                                                 if failed else "")})
-    rows.sort(key=lambda r: (r["geomean"] is None, not r["verified"], r["geomean"] or 0.0, r["name"]))
-    places = {True: 0, False: 0}
-    for r in rows:
-        if r["geomean"] is None:
-            r["rank"] = "-"
-            continue
-        places[r["verified"]] += 1
-        r["rank"] = str(places[True]) if r["verified"] else f"u{places[False]}"
-    return rows
+    return [{**r, "rank": rank} for r, rank in ranked(rows, lambda r: r["geomean"], lambda r: r["verified"],
+                                                       lambda r: r["name"])]
 
 
 def _case_labels(rows: Sequence[dict]) -> list[str]:
@@ -155,12 +149,11 @@ def _legend(rows: list[dict]) -> str:
 
 
 def _pyplot():
-    try:
-        import matplotlib
+    from harness.plots import PlotError, _pyplot as pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    try:
+        plt = pyplot()
+    except PlotError:
         raise PageError("--html needs matplotlib for its charts: pip install -e '.[plots]'") from None
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "mla-eval", "font.size": 8})
     return plt

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.channel import markdown_code, markdown_text
-from harness.results import CaseResult, SubmissionResult
+from harness.results import CaseResult, SubmissionResult, ranked
 from harness.scan import ScanResult
 
 # Wide tables stay readable when piped to a file or a CI log (rich would wrap at 80 columns).
@@ -241,9 +241,7 @@ class Leaderboard:
 
     def __init__(self, results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
                  bandwidth: Optional[float] = None, ranking: str = "geom"):
-        # verified timings (the parent's fence) are ranked; unverified ones apart, after them, as u1, u2, ...
-        ranked = sorted(results, key=lambda r: (r.score_us(ranking) is None, not r.verified, r.score_us(ranking) or 0.0,
-                                                r.name))
+        order = ranked(results, lambda r: r.score_us(ranking), lambda r: r.verified, lambda r: r.name)
         bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
         self.columns = [_case_label(c, label) for c in bench_cases if c.kind == "benchmark"]
         indices = [c.index for c in bench_cases if c.kind == "benchmark"]
@@ -253,8 +251,7 @@ class Leaderboard:
             self.title += "; u = unverified: timed inside the submission's process, ranked apart"
         self.score_title = RANK_TITLES[ranking]
         self.rows: list[_BoardRow] = []
-        places = {True: 0, False: 0}
-        for r in ranked:
+        for r, rank in order:
             by_case = {(c.kind, c.index): c for c in r.cases}
             cells = []
             for index in indices:
@@ -264,9 +261,6 @@ class Leaderboard:
                 else:
                     cells.append(Text("x", style="red") if c else Text("-"))
             score, roof = r.score_us(ranking), r.geomean_roofline(bandwidth)
-            if score is not None:
-                places[r.verified] += 1
-            rank = "-" if score is None else str(places[True]) if r.verified else f"u{places[False]}"
             self.rows.append(_BoardRow(
                 rank=rank, name=r.name,
                 status=Text("pass", style="green") if r.ok else Text("FAIL", style="red"),

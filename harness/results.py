@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Sequence, TypeVar
 
 from harness.scan import ScanResult
 from harness.timing import Stats
@@ -77,6 +77,25 @@ class SubmissionResult:
             return None
         value = {"geom": _geomean(times), "mean": sum(times) / len(times), "last": times[-1]}[ranking]
         return value * 1e6
+
+
+Row = TypeVar("Row")
+
+
+def ranked(rows: Sequence[Row], score: Callable[[Row], Optional[float]], verified: Callable[[Row], bool],
+           name: Callable[[Row], str]) -> list[tuple[Row, str]]:
+    """The leaderboard's order and rank labels: scores measured outside the submission's process
+    first (1, 2, ...), unverified ones after them and apart (u1, u2, ...), unscored rows last ("-")."""
+    ordered = sorted(rows, key=lambda r: (score(r) is None, not verified(r), score(r) or 0.0, name(r)))
+    places = {True: 0, False: 0}
+    out = []
+    for r in ordered:
+        if score(r) is None:
+            out.append((r, "-"))
+            continue
+        places[verified(r)] += 1
+        out.append((r, str(places[True]) if verified(r) else f"u{places[False]}"))
+    return out
 
 
 def display_names(paths: list[str]) -> dict[str, str]:
