@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 
+CPU_TIMING = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+
+
 class UsageError(Exception):
     """Bad flags or input, found before or while a run starts: one line and exit code 2 (harness/cli.py)."""
 
@@ -50,7 +53,7 @@ class RunConfig:
         fence = self.fence_plan()  # (before this process's first CUDA context: an MPS client from the start)
         device = detect(self.device)
         if not device.is_gpu:
-            fence = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+            fence = CPU_TIMING
         elif device.vendor != "nvidia" and fence == "fenced":
             fence = f"unverified: no fence on {device.vendor} GPUs yet (the worker's own events)"
         return RunContext(problem, device, self.small or not device.is_gpu, Path(self.log_dir), secret=self.secret,
@@ -63,7 +66,7 @@ class RunConfig:
         if self.mode not in ("benchmark", "leaderboard"):
             return "unverified: no timed calls"
         if self.device == "cpu":
-            return "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+            return CPU_TIMING
         if not self.audit:
             return "unverified: --no-audit (the worker's own events)"
         if not self.fence:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import html
 import io
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from harness.results import ranked
+from harness.results import geomean, is_verified, ranked
 from harness.store import Store
 
 
@@ -55,7 +54,7 @@ def _rows(store: Store, run) -> list[dict[str, Any]]:
         timed = {(c["label"] or c["name"]): c for c in cases if c["kind"] == "benchmark"}
         failed = next((c for c in cases if not c["ok"] and not c["reason"].startswith("not run")), None)
         rows.append({"name": sub["name"], "path": sub["path"], "sha256": sub["sha256"], "ok": bool(sub["ok"]),
-                     "geomean": sub["geomean_us"], "verified": (sub["audit"] or "").startswith("verified"),
+                     "geomean": sub["geomean_us"], "verified": is_verified(sub["audit"] or ""),
                      "timing": sub["audit"] or "", "sandboxed": sub["sandboxed"], "scan": sub["scan"],
                      "flags": json.loads(sub["flags"] or "[]"), "cases": timed,
                      "detail": sub["error"] or (f"{failed['kind']} {failed['label'] or failed['name']}: {failed['reason']}"
@@ -64,17 +63,16 @@ def _rows(store: Store, run) -> list[dict[str, Any]]:
                                                        lambda r: r["name"])]
 
 
-def _case_labels(rows: Sequence[dict]) -> list[str]:
-    labels: list[str] = []
-    for r in rows:
-        labels += [label for label in r["cases"] if label not in labels]
-    return labels
+def _union(keyed: Sequence[dict]) -> list[str]:
+    """The keys of every dict, each once, in order of first appearance (case labels)."""
+    return list(dict.fromkeys(key for d in keyed for key in d))
 
 
 def _pct_bandwidth(r: dict, bandwidth: Optional[float]) -> Optional[float]:
     parts = [c["bytes"] / (c["median_us"] * 1e-6) / bandwidth for c in r["cases"].values()
              if bandwidth and c["ok"] and c["bytes"] and c["median_us"]]
-    return 100 * math.exp(sum(map(math.log, parts)) / len(parts)) if parts and r["ok"] else None
+    share = geomean(parts) if r["ok"] else None
+    return 100 * share if share else None
 
 
 def _num(x: Optional[float], digits: int = 1) -> str:
@@ -82,7 +80,7 @@ def _num(x: Optional[float], digits: int = 1) -> str:
 
 
 def render(run, rows: list[dict], bandwidth: Optional[float], history: dict[str, list[dict]]) -> str:
-    labels = _case_labels(rows)
+    labels = _union([r["cases"] for r in rows])
     verified = sum(r["verified"] for r in rows)
     head = (f"Run {run['id']} · {esc(run['task'])} · {esc(run['mode'])} · {esc(run['device'])} · "
             f"{esc(run['started'])} · commit {esc(run['git_commit'] or '-')} · timing: {esc(run['timing'])}"
@@ -212,9 +210,7 @@ def _history(r: dict, runs: list[dict]) -> str:
     title = f"<h3>{esc(r['rank'])} {esc(r['name'])}</h3>"
     if not runs:
         return title + "<p>No timed run of this file.</p>"
-    labels = []
-    for h in runs:
-        labels += [label for label in h["medians"] if label not in labels]
+    labels = _union([h["medians"] for h in runs])
     chart = ""
     if len(runs) > 1 and labels:
         plt = _pyplot()
@@ -228,8 +224,7 @@ def _history(r: dict, runs: list[dict]) -> str:
         ax.set_xticks(range(len(runs)), [str(h["run"]) for h in runs], rotation=90 if len(runs) > 12 else 0)
         ax.set_xlabel("run")
         ax.set_ylabel("median µs (log)")
-        if labels:
-            ax.legend(fontsize=6, ncol=4, loc="upper left", bbox_to_anchor=(1, 1))
+        ax.legend(fontsize=6, ncol=4, loc="upper left", bbox_to_anchor=(1, 1))
         chart = f"<figure class=wide>{_svg(fig)}</figure>"
     head = "".join(f"<th>{esc(c)}</th>" for c in ["run", "date", "device", "timing", "commit", "file sha256",
                                                    "geomean µs"] + labels)

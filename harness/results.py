@@ -54,7 +54,7 @@ class SubmissionResult:
     @property
     def verified(self) -> bool:
         """Whether its times were measured outside its process (the parent's fence)."""
-        return self.audit.startswith("verified")
+        return is_verified(self.audit)
 
     @property
     def name(self) -> str:
@@ -64,7 +64,7 @@ class SubmissionResult:
         """Geometric mean over benchmark cases of achieved bytes/s over the device's bandwidth."""
         fractions = [c.bytes / c.device.median / bandwidth for c in self.cases
                      if c.kind == "benchmark" and c.ok and c.device and c.bytes and bandwidth]
-        return _geomean(fractions) if self.ok else None
+        return geomean(fractions) if self.ok else None
 
     def geomean_us(self) -> Optional[float]:
         return self.score_us("geom")
@@ -75,7 +75,7 @@ class SubmissionResult:
         times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
         if not self.ok or not times:
             return None
-        value = {"geom": _geomean(times), "mean": sum(times) / len(times), "last": times[-1]}[ranking]
+        value = {"geom": geomean(times), "mean": sum(times) / len(times), "last": times[-1]}[ranking]
         return value * 1e6
 
 
@@ -111,5 +111,11 @@ def display_names(paths: list[str]) -> dict[str, str]:
     return names
 
 
-def _geomean(values: list[float]) -> Optional[float]:
+def is_verified(timing: str) -> bool:
+    """Whether a result's timing note (SubmissionResult.audit, stored as is) says its numbers were
+    measured outside the submission's process."""
+    return timing.startswith("verified")
+
+
+def geomean(values: list[float]) -> Optional[float]:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
