@@ -6,7 +6,7 @@ in shared GPU memory (harness/shared_memory.py, `StreamFlags`). For call number 
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
   parent stream:  refill the inputs but the first, flush L2 (write + read), E_mid, refill the first
-                  input, GATE := seq, wait DONE >= seq, copy the slot into a private snapshot, E_end
+                  input, census, GATE := seq, wait DONE >= seq, copy the slot into a private snapshot, E_end
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
 the parent then enqueues its side. The call's time is E_mid -> E_end less the fence's own cost, which
@@ -14,7 +14,9 @@ the parent measures with null calls before the worker imports the submission (`c
 parent judges the snapshot: an output that was not complete when the parent's stream took it fails,
 whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
 copies lands inside the interval (the output depends on it); the first input (q) is written after
-E_mid, so nothing that needs it can start before the clock.
+E_mid, so nothing that needs it can start before the clock. The census (harness/census.py) proves
+that every SM was free of the worker's kernels after that write: nothing the worker loaded on chip
+before the clock survives into the call, and a call where an SM stayed held is rejected.
 
 The two processes' streams meet on the GPU only under MPS, which the run starts (harness/mps.py):
 across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
@@ -24,18 +26,21 @@ BENCHMARKS.md).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
+from harness.census import Census
+from harness.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
 NULL_CALLS = 12          # null calls per size when calibrating
 CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
 # A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
 # ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
 MAX_COST_S = 60e-6
+CENSUS_LOOK_S = 0.002   # how long after enqueueing a call the parent looks whether its census is stuck
 RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
 
 
@@ -45,6 +50,7 @@ class Reading:
 
     interval_s: float   # E_mid -> E_end
     call_s: float       # the interval less the fence's own cost: the number that ranks
+    held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
 
 
 class FenceError(RuntimeError):
@@ -57,6 +63,10 @@ class Fence:
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
         self.flags = StreamFlags(self.buffer)
+        try:
+            self.census = Census()
+        except (SharedMemoryError, OSError, AttributeError) as exc:
+            raise FenceError(f"the census kernel did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
         self.stream = torch.cuda.Stream()
         self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
@@ -94,6 +104,8 @@ class Fence:
                 reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
                 if reading is None:
                     raise FenceError("a null call did not signal within 10 s")
+                if reading.held:
+                    raise FenceError(f"{reading.held} of {self.census.sms} SMs were held during a null call")
                 times.append(reading.interval_s)
             fastest.append(min(times[2:]))
         (b0, b1), (t0, t1) = CALIBRATION_BYTES, fastest
@@ -106,28 +118,45 @@ class Fence:
             slot: torch.Tensor, snapshot: torch.Tensor, deadline: float) -> Optional[Reading]:
         """The parent's side of call `seq`, once the worker enqueued its own: `refill_rest()` copies
         every input but the first, `first` is (shared first input, its new value). Returns the
-        reading, or None when the worker did not signal DONE by `deadline` (the caller then ends the
-        worker and calls `release`)."""
+        reading; one with `held` set and no times when the census found an SM held (the parent's
+        stream may still wait on it); or None when the worker did not signal DONE by `deadline`. In
+        both of the last cases the caller ends the worker and calls `release`."""
         flags, stream = self.flags, self.stream
         stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
-        mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        mid, counted, end = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(),
+                             torch.cuda.Event(enable_timing=True))
         with torch.cuda.stream(stream):
             refill_rest()
             self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
             torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
             mid.record()
             first[0].copy_(first[1])
+            self.census.launch(stream)
+            counted.record()
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
+        look = time.monotonic() + CENSUS_LOOK_S  # a census still running by then may be waiting on a held SM
         while not end.query():
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 return None
+            if now > look and not counted.query():
+                held = self._held_now()
+                if held:
+                    return Reading(math.nan, math.nan, held)
+                look = now + CENSUS_LOOK_S
             time.sleep(0)
         interval = mid.elapsed_time(end) / 1e3
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
-        return Reading(interval, interval - self.cost_s(nbytes))
+        return Reading(interval, interval - self.cost_s(nbytes), self.census.missed())
+
+    def _held_now(self) -> int:
+        """The census's missed blocks so far, read on the side stream (the parent's may be waiting)."""
+        with torch.cuda.stream(self.side):
+            held = self.census.missed()
+        return held
 
     def release(self, seq: int) -> None:
         """Write DONE from the parent and wait, at most RELEASE_SECONDS, for the parent's stream to pass

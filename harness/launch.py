@@ -201,12 +201,15 @@ def _holds_needed(folder: Path) -> bool:
         n.resolve() == folder or n.resolve().is_relative_to(folder) for n in needed)
 
 
-def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None) -> SandboxCommand:
+def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None,
+                  mps_view: Optional[Path] = None) -> SandboxCommand:
     """The sandbox for one worker (or for a profiler and the worker it runs: Nsight Compute inside
     the sandbox costs ~9 ms per kernel, as outside it; across the sandbox's PID namespace it costs
     ~110 ms, BENCHMARKS.md session 7). Its working folder /tmp/work is a tmpfs of its own, or the
     host folder `scratch` where the parent must collect files from it (a vendor profiler's report).
-    The caller passes the command's `fds` to the child and closes them once it started."""
+    The caller passes the command's `fds` to the child and closes them once it started. `mps_view`:
+    the folder (harness/mps.py, `worker_view`) the worker finds the MPS daemon's sockets in; without
+    one the worker reaches no MPS daemon and its CUDA context is an ordinary one."""
     cmd = SandboxCommand([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                           "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"])
     for listing in ("/proc/keys", "/proc/key-users"):  # the host's keys' names and owners' quotas
@@ -220,8 +223,8 @@ def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: 
         for node in sorted(glob.glob(pattern)):
             cmd += ["--dev-bind", node, node]
     pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
-    if pipe and os.path.isdir(pipe):  # the run's MPS daemon (harness/mps.py): its sockets, nothing else
-        cmd += ["--bind", pipe, pipe]
+    if pipe and mps_view is not None:  # the run's MPS daemon (harness/mps.py): links to its sockets, for a while
+        cmd += ["--bind", str(mps_view), pipe]
     folders, files = hidden_paths(submission, private)
     for folder in folders:
         cmd += ["--tmpfs", str(folder)]
@@ -352,6 +355,7 @@ class WorkerProcess:
     owns_scratch: bool = True
     report: Optional["StreamCopy"] = None
     log: Optional["StreamCopy"] = None
+    mps_view: Optional[Path] = None  # its links to the MPS daemon's sockets (harness/mps.py), while it needs them
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -427,6 +431,14 @@ class WorkerProcess:
             self.log.finish(timeout=5)
         if self.owns_scratch:
             remove_scratch(self.scratch)
+        self.close_mps_view(remove=True)
+
+    def close_mps_view(self, remove: bool = False) -> None:
+        """From here on the worker reaches no MPS daemon: its CUDA context, made already, stays."""
+        if self.mps_view is not None:
+            from harness import mps
+
+            mps.close_view(self.mps_view, remove)
 
 
 OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW  # a folder, never through a link
@@ -591,9 +603,13 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
     if wrapper:
         inner.append(str(LOG_LIMIT))
     env = child_env()
+    view = None
     if fence:
         env["MLA_EVAL_FENCE"] = "1"
-    box = bwrap_command(find_bwrap(), submission, private) if sandboxed else SandboxCommand()
+        from harness import mps
+
+        view = mps.worker_view() if sandboxed else None
+    box = bwrap_command(find_bwrap(), submission, private, mps_view=view) if sandboxed else SandboxCommand()
     command = box + [*wrapper, *inner]
     if not sandboxed:
         env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))
@@ -612,4 +628,4 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
         box.close()
     log = StreamCopy(open(log_read, "rb"), log_file, LOG_LIMIT, drain=False)
     copy = StreamCopy(proc.stdout, report, REPORT_LIMIT, drain=True) if report else None
-    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy, log)
+    return WorkerProcess(proc, Channel(parent_end, PARENT_LIMIT), sandboxed, scratch, owns, copy, log, view)

@@ -5,7 +5,12 @@ workers' streams in one hardware context, which NVIDIA's Multi-Process Service g
 at exit, when the daemon is told to quit) and points this process and its children at it through
 CUDA_MPS_PIPE_DIRECTORY. It must run before this process creates a CUDA context: a context made
 earlier is no MPS client. A daemon the environment already names is used as it is (and left running).
-Workers reach the pipe folder through a bind in their sandbox (harness/launch.py).
+
+A sandboxed worker never sees the pipe folder itself: `worker_view()` makes it a folder of its own
+holding hard links to the daemon's sockets, bound where the pipe folder is named (harness/launch.py),
+and `close_view()` empties it once the worker's CUDA context is made (after the fence's null calls,
+before the submission is imported): the submission cannot then reach the daemon's control socket,
+so it cannot quit the daemon, end other clients or change their share of the GPU.
 """
 
 from __future__ import annotations
@@ -57,8 +62,44 @@ def _start() -> Optional[str]:
         text = " ".join((started.stderr or started.stdout or "").split())[:200]
         return f"no MPS (the daemon did not start{': ' + text if text else ''})"
     os.environ[PIPE], os.environ[LOG] = str(pipe), str(log)
+    _STATE["root"] = str(root)
     atexit.register(_stop, exe, env, root)
     return None
+
+
+def worker_view() -> Optional[Path]:
+    """A folder of hard links to the run's daemon's sockets, for one worker to find as its pipe
+    folder; None when the run started no daemon of its own (or the links cannot be made)."""
+    root, pipe = _STATE.get("root"), os.environ.get(PIPE)
+    if not root or not pipe:
+        return None
+    views = Path(root) / "views"
+    views.mkdir(mode=0o700, exist_ok=True)
+    view = Path(tempfile.mkdtemp(dir=views))
+    try:
+        for entry in os.scandir(pipe):
+            os.link(entry.path, view / entry.name, follow_symlinks=False)
+    except OSError:
+        shutil.rmtree(view, ignore_errors=True)
+        return None
+    return view
+
+
+def close_view(view: Path, remove: bool = False) -> None:
+    """Remove the view's links; `remove`: the folder too (once its worker is gone: a running one's
+    sandbox has it bound)."""
+    if remove:
+        shutil.rmtree(view, ignore_errors=True)
+        return
+    try:
+        entries = list(os.scandir(view))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _stop(exe: str, env: dict, root: Path) -> None:

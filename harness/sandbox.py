@@ -33,7 +33,7 @@ class WorkerFailure(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
-        self.fatal = kind in ("crashed", "timeout", "startup", "protocol")
+        self.fatal = kind in ("crashed", "timeout", "startup", "protocol", "held the GPU")
 
 
 class Sandbox:
@@ -106,6 +106,7 @@ class Sandbox:
             except (FenceError, RuntimeError, OSError) as exc:  # (a WorkerFailure is none of these: it ends the start)
                 self.fence_note = f"not fenced ({str(exc)[:120]})"
                 fence = None
+        self.worker.close_mps_view()  # its context is made: the daemon's control socket goes before the import
         self._send({"op": "import"}, ready=False)
         if fence is not None:
             self.fence, self.fence_note = fence, "fenced"
@@ -209,6 +210,10 @@ class Sandbox:
             if reading is None:
                 self.worker.kill()  # first: a worker still writing DONE or holding the GPU would keep the parent waiting
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
+            if reading.held:
+                self.worker.kill()
+                raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({reading.held} of "
+                                    f"{fence.census.sms} SMs stayed held): nothing may run on the GPU between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException:
             self._release(fence, seq)

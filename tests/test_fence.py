@@ -180,3 +180,25 @@ def test_a_stream_held_after_a_failed_call_ends_the_worker_then_the_fence():
             box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
         assert killed == [True] and fence.released == [1, 1]
         assert (box.fence is fence) == still_fenced
+
+
+def test_a_call_whose_census_found_an_sm_held_is_rejected_and_the_worker_ended():
+    """A kernel of the worker's still on the GPU when the call begins (loading the KV cache on chip
+    before the clock, or waiting on GATE from the SMs) keeps a census block off its SM: the call
+    fails with one line, the worker is ended (its kernel with it) and the parent's stream released."""
+
+    class CensusFence(FakeFence):
+        census = types.SimpleNamespace(sms=132)
+
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+            return Reading(float("nan"), float("nan"), held=3)
+
+    fence, slot = CensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
+    box, sent = fenced_box(forged(slot.shape), fence, slot)
+    killed = []
+    box.worker.kill = lambda: killed.append(True)
+    with pytest.raises(sandbox.WorkerFailure) as failure:
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert failure.value.kind == "held the GPU" and failure.value.fatal
+    assert "3 of 132 SMs" in str(failure.value) and "\n" not in str(failure.value)
+    assert killed == [True] and fence.released == [1] and sent == ["call"]

@@ -22,3 +22,56 @@ def test_a_named_daemon_without_its_control_socket_is_not_used(monkeypatch, tmp_
     (tmp_path / "control").touch()
     monkeypatch.setattr(mps, "_STATE", {})
     assert mps.start() is None
+
+
+def test_a_sandboxed_worker_reaches_the_daemon_only_until_its_view_is_closed(monkeypatch, tmp_path):
+    """The worker finds the daemon's sockets through links of its own (mps.worker_view), bound where
+    CUDA_MPS_PIPE_DIRECTORY points; once closed (after its CUDA context is made, before the
+    submission is imported) nothing in its sandbox reaches the daemon's control socket. A stand-in
+    daemon: a Unix socket listening at <pipe>/control."""
+    import socket
+    import subprocess
+    import sys
+
+    import pytest
+
+    from conftest import ROOT
+    from harness.launch import bwrap_command, find_bwrap, sandbox_problem
+
+    if sandbox_problem():
+        pytest.skip(f"no OS sandbox here: {sandbox_problem()}")
+    pipe = tmp_path / "pipe"
+    pipe.mkdir()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(pipe / "control"))
+    server.listen(4)
+    monkeypatch.setattr(mps, "_STATE", {"root": str(tmp_path)})
+    monkeypatch.setenv(mps.PIPE, str(pipe))
+    view = mps.worker_view()
+    assert view is not None and view != pipe and (view / "control").exists()
+    probe = ("import os, socket, sys\n"
+             "def reach():\n"
+             "    s = socket.socket(socket.AF_UNIX)\n"
+             "    try:\n"
+             f"        s.connect({str(pipe / 'control')!r}); return 'reached'\n"
+             "    except OSError as e: return type(e).__name__\n"
+             "print(reach(), flush=True); sys.stdin.readline(); print(reach(), sorted(os.listdir(" + repr(str(pipe)) + ")), flush=True)\n")
+    box = bwrap_command(find_bwrap(), ROOT / "submissions" / "torch_batched.py", [], mps_view=view)
+    try:
+        child = subprocess.Popen(box + [sys.executable, "-c", probe], pass_fds=box.fds, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        box.close()
+    try:
+        assert child.stdout.readline().strip() == "reached"
+        mps.close_view(view)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "FileNotFoundError []"
+    finally:
+        child.kill()
+        child.wait()
+        server.close()
+    assert (pipe / "control").exists()  # the daemon's own socket is untouched
+    mps.close_view(view, remove=True)
+    assert not view.exists()
