@@ -5,8 +5,8 @@ the parent times every timed call on a stream of its own, fenced to the worker's
 in shared GPU memory (harness/shared_memory.py, `StreamFlags`). For call number `seq`:
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
-  parent stream:  refill the inputs but the first, flush L2 (write + read), E_mid, refill the first
-                  input, census, GATE := seq, wait DONE >= seq, copy the slot into a private snapshot, E_end
+  parent stream:  refill the inputs but the first, flush L2 (write + read), census, E_mid, refill the
+                  first input, GATE := seq, wait DONE >= seq, copy the slot into a private snapshot, E_end
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
 the parent then enqueues its side. The call's time is E_mid -> E_end less the fence's own cost, which
@@ -15,8 +15,8 @@ parent judges the snapshot: an output that was not complete when the parent's st
 whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
 copies lands inside the interval (the output depends on it); the first input (q) is written after
 E_mid, so nothing that needs it can start before the clock. The census (harness/census.py) proves
-that every SM was free of the worker's kernels after that write: nothing the worker loaded on chip
-before the clock survives into the call, and a call where an SM stayed held is rejected.
+that every SM was free of the worker's kernels after the refill and the flush: nothing the worker
+loaded on chip before then survives into the call, and a call where an SM stayed held is rejected.
 
 The two processes' streams meet on the GPU only under MPS, which the run starts (harness/mps.py):
 across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
@@ -59,6 +59,11 @@ class FenceError(RuntimeError):
 
 class Fence:
     """The parent's clock for one worker; `flags` is the buffer the worker maps as its side."""
+
+    # Where the census runs: "mid", just before E_mid (its own time is outside the clock; what the
+    # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
+    # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
+    census_at = "mid"
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -129,10 +134,14 @@ class Fence:
             refill_rest()
             self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
             torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
+            if self.census_at == "mid":
+                self.census.launch(stream)
+            counted.record()
             mid.record()
             first[0].copy_(first[1])
-            self.census.launch(stream)
-            counted.record()
+            if self.census_at == "gate":
+                self.census.launch(stream)
+                counted.record()
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)

@@ -1,0 +1,41 @@
+"""The fence (harness/fence.py) with one part changed, for A/B runs on the H200: where the census
+runs, or whether each worker keeps its links to the MPS daemon (harness/mps.py). Prints each
+worker's calibrated fence cost. The rest of the command line is eval.py's.
+Usage: python3 tools/fence_ab.py [--census mid|gate|off] [--keep-view] -- EVAL_ARGS...
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import fence, launch  # noqa: E402
+from harness.cli import main  # noqa: E402
+
+
+def patch(census: str, keep_view: bool) -> None:
+    fence.Fence.census_at = None if census == "off" else census
+    calibrate = fence.Fence.calibrate
+
+    def calibrated(self, null_call):
+        calibrate(self, null_call)
+        base, per_byte = self.cost
+        print(f"[fence_ab] census {census}, view {'kept' if keep_view else 'closed'}: fence cost "
+              f"{base * 1e6:.2f} µs + {per_byte * 1e12:.3f} µs/MB", file=sys.stderr, flush=True)
+
+    fence.Fence.calibrate = calibrated
+    if keep_view:
+        close = launch.WorkerProcess.close_mps_view
+        launch.WorkerProcess.close_mps_view = lambda self, remove=False: close(self, remove) if remove else None
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--census", choices=("mid", "gate", "off"), default="mid")
+    parser.add_argument("--keep-view", action="store_true")
+    args = parser.parse_args(argv[:split])
+    patch(args.census, args.keep_view)
+    sys.argv = ["eval.py", *argv[split + 1:]]
+    sys.exit(main())
