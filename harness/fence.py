@@ -35,7 +35,8 @@ import torch
 from harness.census import Census
 from harness.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
-NULL_CALLS = 12          # null calls per size when calibrating
+NULL_CALLS = 24          # null calls per size when calibrating (the first 4 of each not counted)
+WARM_S = 0.03            # how long the GPU is kept busy right before the null calls (its clocks up, as in a run)
 CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
 # A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
 # ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
@@ -96,8 +97,11 @@ class Fence:
         signals) at two sizes of the first input + output, fitted as a line through each size's
         fastest call: what is subtracted is never more than the fence cost any call. `null_call(seq)`
         asks the worker for one; it runs before the submission is imported, so nothing of the
-        submission's is in it."""
+        submission's is in it. The GPU is kept busy for WARM_S first: null calls on a GPU idle since
+        the worker started cost up to several times what they cost in a run (BENCHMARKS.md)."""
+        self._warm()
         fastest = []
+        self.null_times = {}
         for nbytes in CALIBRATION_BYTES:
             first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
             slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
@@ -112,12 +116,27 @@ class Fence:
                 if reading.held:
                     raise FenceError(f"{reading.held} of {self.census.sms} SMs were held during a null call")
                 times.append(reading.interval_s)
-            fastest.append(min(times[2:]))
+            self.null_times[nbytes] = times[4:]
+            fastest.append(min(times[4:]))
         (b0, b1), (t0, t1) = CALIBRATION_BYTES, fastest
         if max(t0, t1) > MAX_COST_S:
             raise FenceError(f"a null call costs {max(t0, t1) * 1e6:.0f} µs: the processes share no MPS server")
         per_byte = max(0.0, (t1 - t0) / (b1 - b0))
         self.cost = (t0 - per_byte * b0, per_byte)
+
+    def _warm(self) -> None:
+        """Flush after flush on the parent's stream for WARM_S (timed by the flushes themselves)."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            start.record()
+            self.flush_buffer.zero_()
+            end.record()
+        end.synchronize()
+        rounds = max(1, int(WARM_S / max(start.elapsed_time(end) / 1e3, 1e-6)))
+        with torch.cuda.stream(self.stream):
+            for _ in range(rounds):
+                self.flush_buffer.zero_()
+        self.stream.synchronize()
 
     def run(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
             slot: torch.Tensor, snapshot: torch.Tensor, deadline: float) -> Optional[Reading]:

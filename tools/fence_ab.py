@@ -4,6 +4,7 @@ worker's calibrated fence cost. The rest of the command line is eval.py's.
 Usage: python3 tools/fence_ab.py [--census mid|gate|off] [--keep-view] -- EVAL_ARGS...
 """
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -18,10 +19,17 @@ def patch(census: str, keep_view: bool) -> None:
     calibrate = fence.Fence.calibrate
 
     def calibrated(self, null_call):
-        calibrate(self, null_call)
-        base, per_byte = self.cost
+        try:
+            calibrate(self, null_call)
+        finally:
+            report(self)
+
+    def report(self):
+        base, per_byte = self.cost or (float("nan"), float("nan"))
+        spread = "; ".join(f"{n >> 10} KiB: min {min(t) * 1e6:.1f} med {statistics.median(t) * 1e6:.1f} "
+                           f"max {max(t) * 1e6:.1f}" for n, t in getattr(self, "null_times", {}).items())
         print(f"[fence_ab] census {census}, view {'kept' if keep_view else 'closed'}: fence cost "
-              f"{base * 1e6:.2f} µs + {per_byte * 1e12:.3f} µs/MB", file=sys.stderr, flush=True)
+              f"{base * 1e6:.2f} µs + {per_byte * 1e12:.3f} µs/MB; null calls µs {spread}", file=sys.stderr, flush=True)
 
     fence.Fence.calibrate = calibrated
     if keep_view:

@@ -1,12 +1,12 @@
 # A/B of the fence's census position and the per-worker MPS view (tools/fence_ab.py) on two bundled
 # files, after the census probe. Usage (device machine, wheels in .whl): bash tools/h200_census_ab.sh
 source tools/h200_setup.sh
-python3 tools/census_probe.py > "$OUT/census_probe.txt" 2>&1; echo "census_probe: exit $?"; tail -10 "$OUT/census_probe.txt"
-for variant in "mid" "gate" "off" "mid --keep-view"; do
+[ -z "${NO_PROBE:-}" ] && python3 tools/census_probe.py > "$OUT/census_probe.txt" 2>&1; echo "census_probe: exit $?"; tail -10 "$OUT/census_probe.txt"
+for variant in ${VARIANTS:-"mid" "gate" "off" "mid --keep-view"}; do
   tag=$(echo "$variant" | tr -d ' -')
   timeout 200 python3 tools/fence_ab.py --census $variant -- --mode leaderboard --sandbox require --no-progress \
     --budget ${BUDGET:-1} --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
     --logs "$OUT/logs_$tag" --json "$OUT/ab_$tag.json" > "$OUT/ab_$tag.txt" 2>&1; echo "== $variant: exit $?"
   grep "fence_ab\|geomean\|unverified\|wall" "$OUT/ab_$tag.txt" | head -8
 done
-for tag in mid gate off midkeepview; do python3 tools/fence_table.py "$OUT/ab_$tag.json" | grep -v "^ *test"; done
+for tag in ${TAGS:-mid gate off midkeepview}; do python3 tools/fence_table.py "$OUT/ab_$tag.json" | grep -v "^ *test"; done
