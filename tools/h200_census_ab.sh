@@ -6,7 +6,7 @@ for variant in ${VARIANTS:-"mid" "gate" "off" "mid --keep-view"}; do
   tag=$(echo "$variant" | tr -d ' -')
   timeout 200 python3 tools/fence_ab.py --census $variant -- --mode leaderboard --sandbox require --no-progress \
     --budget ${BUDGET:-1} --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
-    --logs "$OUT/logs_$tag" --json "$OUT/ab_$tag.json" > "$OUT/ab_$tag.txt" 2>&1; echo "== $variant: exit $?"
+    --logs "/tmp/logs_$tag" --json "$OUT/ab_$tag.json" > "$OUT/ab_$tag.txt" 2>&1; echo "== $variant: exit $?"
   grep "fence_ab\|geomean\|unverified\|wall" "$OUT/ab_$tag.txt" | head -8
 done
 for tag in ${TAGS:-mid gate off midkeepview}; do python3 tools/fence_table.py "$OUT/ab_$tag.json" | grep -v "^ *test"; done
