@@ -5,11 +5,13 @@ the parent times every timed call on a stream of its own, fenced to the worker's
 in shared GPU memory (harness/shared_memory.py, `StreamFlags`). For call number `seq`:
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
-  parent stream:  refill the inputs but the first, flush L2 (write + read), census, E_mid, refill the
-                  first input, GATE := seq, wait DONE >= seq, copy the slot into a private snapshot, E_end
+  parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
+                  E_mid, refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a
+                  private snapshot, E_end; then the parent's host writes GO := seq
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
-the parent then enqueues its side. The call's time is E_mid -> E_end less the fence's own cost, which
+the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
+own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's own cost, which
 the parent measures with null calls before the worker imports the submission (`calibrate`). The
 parent judges the snapshot: an output that was not complete when the parent's stream took it fails,
 whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
@@ -42,7 +44,8 @@ CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output by
 # ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
 MAX_COST_S = 60e-6
 CENSUS_LOOK_S = 0.002   # how long after enqueueing a call the parent looks whether its census is stuck
-RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
+RELEASE_SECONDS = 10.0
+GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until all of a call is enqueued   # how long the parent's stream may take to drain once the worker is gone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +72,10 @@ class Fence:
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
         self.flags = StreamFlags(self.buffer)
+        self._go_buffer = Buffer(4096, "cuda")  # the parent's own (never shared): GO releases its stream
+        self._go_buffer.close_fd()
+        self.go = StreamFlags(self._go_buffer)
+        self._go_buffer.bytes_tensor().zero_()
         try:
             self.census = Census()
         except (SharedMemoryError, OSError, AttributeError) as exc:
@@ -150,6 +157,7 @@ class Fence:
         mid, counted, end = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(),
                              torch.cuda.Event(enable_timing=True))
         with torch.cuda.stream(stream):
+            self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
             refill_rest()
             self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
             torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
@@ -165,6 +173,7 @@ class Fence:
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
+        self.go.write(self.side, GO, seq)
         look = time.monotonic() + CENSUS_LOOK_S  # a census still running by then may be waiting on a held SM
         while not end.query():
             now = time.monotonic()

@@ -13,12 +13,16 @@ of its output into a slot (the worker copies the output inside the fenced interv
 final torch.cuda.synchronize(). As under the fence, the call's launches are queued behind a gate,
 so the GPU runs them back to back and no launch latency lands in the span.
 
-Attribution: every GPU activity (kernel, memcpy, memset) carries the correlation id of the API
-call that launched it (cudaLaunchKernel, cuLaunchKernel, cudaMemcpyAsync, cudaGraphLaunch for
-every kernel of a replayed graph, ...); an activity belongs to the call whose window holds its
-launch. Activities with no launch in the trace fall back to the window holding their GPU start
-(the gate kernel's name excluded). The flush, the refills and the gate are launched outside the
-call windows, so they are never counted.
+Attribution (from the exported Chrome trace): every GPU activity (kernel, memcpy, memset) carries
+the correlation id of the API call that launched it (cudaLaunchKernel, cuLaunchKernel,
+cudaMemcpyAsync, cudaGraphLaunch for every kernel of a replayed graph, ...); an activity belongs to
+the call whose window holds that launch (timed by the start of the CPU op it was launched from,
+linked by "External id", where the trace has it: CPU ops and windows share the profiler's clock,
+so no CPU/GPU clock alignment is needed). Activities with no launch in the trace fall back to the
+window holding their GPU start, the gate kernel excluded by its name (learnt from a "probe" window
+that runs the gate alone). The flush, the refills and the gate are launched outside the call
+windows, so they are never counted. A call's gate held when the gate kernel ended after the call's
+last launch returned.
 
 Per call: the sum of kernel durations, the sum with memcpy/memset, the span from the first GPU
 activity's start to the last one's end, and the union of the kernel intervals (equal to the
@@ -349,9 +353,9 @@ def format_measurement(result: dict) -> str:
         for way, n in (c.get("attributed_by") or {}).items():
             by[way] = by.get(way, 0) + n
         loose += c.get("unattributed", 0)
-    lines.append(f"GPU activities placed in calls by their launch: {by['launch']}, by their start time: "
-                 f"{by['start time']}; outside every call (flush, refills, gates): {loose}. "
-                 "gated = calls whose gate outlasted their launches (the medians use those)")
+    lines.append(f"GPU activities placed in this tool's windows (calls, gates) by their launch: {by['launch']}, by "
+                 f"their start time: {by['start time']}; outside every window (flush, refills, unwindowed calls): "
+                 f"{loose}. gated = calls whose gate outlasted their launches (the medians use those)")
     return "\n".join(lines)
 
 
