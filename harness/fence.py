@@ -99,11 +99,12 @@ class Fence:
         base, per_byte = self.cost or (0.0, 0.0)
         return base + per_byte * nbytes
 
-    def calibrate(self, null_call: Callable[[int], None]) -> None:
-        """The fence's own cost, from null calls (the worker's side waits, runs one tiny kernel and
-        signals) at two sizes of the first input + output, fitted as a line through each size's
-        fastest call: what is subtracted is never more than the fence cost any call. `null_call(seq)`
-        asks the worker for one; it runs before the submission is imported, so nothing of the
+    def calibrate(self, null_call: Callable[[int, int], None]) -> None:
+        """The fence's own cost, from null calls (the worker's side waits, records its two events
+        around one tiny kernel, copies an output of the slot's size and signals, as a call does
+        around its own work) at two sizes of the first input + output, fitted as a line through each size's
+        fastest call: what is subtracted is never more than the fence cost any call. `null_call(seq,
+        slot bytes)` asks the worker for one; it runs before the submission is imported, so nothing of the
         submission's is in it. The GPU is kept busy for WARM_S first: null calls on a GPU idle since
         the worker started cost up to several times what they cost in a run (BENCHMARKS.md)."""
         self._warm()
@@ -116,7 +117,7 @@ class Fence:
             times = []
             for _ in range(NULL_CALLS):
                 seq = self.next_seq()
-                null_call(seq)
+                null_call(seq, slot.numel())
                 reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
                 if reading is None:
                     raise FenceError("a null call did not signal within 10 s")
