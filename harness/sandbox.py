@@ -245,11 +245,11 @@ class Sandbox:
 
         try:
             fence.release(seq)
-        except FenceError:
+        except (FenceError, RuntimeError):  # (a GPU fault under MPS reaches the parent's context too)
             self.worker.kill()
             try:
                 fence.release(seq)
-            except FenceError as exc:
+            except (FenceError, RuntimeError) as exc:
                 self.fence, self.fence_note = None, f"not fenced ({exc})"
                 raise WorkerFailure("timeout", str(exc)) from None
 
