@@ -140,3 +140,20 @@ def synchronize(info: DeviceInfo) -> None:
 
     if info.is_gpu:
         torch.cuda.synchronize()
+
+
+# What a file's failure says when the harness's own GPU context did not survive it.
+CONTEXT_LOST = ("the harness's GPU context was lost while this file ran (a GPU fault in a worker under MPS "
+                "reaches every client of the GPU)")
+
+
+def context_ok(info: DeviceInfo) -> bool:
+    """Whether this process's GPU context still works (under MPS a fatal fault in any client, a
+    worker's included, ends every client's context)."""
+    if not info.is_gpu:
+        return True
+    try:
+        synchronize(info)
+    except RuntimeError:
+        return False
+    return True

@@ -88,6 +88,7 @@ def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
     """An evaluator process: pin the device, build the context once, then evaluate job after job."""
     os.environ.update(env)  # before anything initialises the GPU; the workers it starts inherit it
     tempfile.tempdir = None  # read again from TMPDIR: the slot's folder
+    from harness.device import CONTEXT_LOST, context_ok
     from harness.engine import evaluate
 
     ctx = config.context()
@@ -101,10 +102,18 @@ def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
             return
         index, path = job
         try:
-            conn.send(("result", index, evaluate(Path(path), ctx, config.mode)))
+            result = evaluate(Path(path), ctx, config.mode)
         except Exception as exc:  # a harness failure on this submission: report it, go on
             traceback.print_exc()
-            conn.send(("result", index, harness_error(Path(path), exc)))
+            result = harness_error(Path(path), exc)
+        lost = not context_ok(ctx.device)
+        if lost and result.ok:
+            result = failed(Path(path), CONTEXT_LOST)
+        elif lost:
+            result.error = result.error or CONTEXT_LOST
+        conn.send(("result", index, result))
+        if lost:  # no later job can run here: the pool starts a fresh evaluator for the next one
+            return
 
 
 class _Slot:

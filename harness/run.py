@@ -288,7 +288,9 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     finishes; a result the database refuses is told at once and listed in `unstored`, and the run
     goes on."""
     from harness import report
+    from harness.device import CONTEXT_LOST, context_ok
     from harness.engine import evaluate, plan
+    from harness.pool import failed
     from harness.results import display_names
     from harness.store import StoreError
 
@@ -317,8 +319,17 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
                     return evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
 
             result = contained(path, one)
+            lost = not context_ok(ctx.device)
+            if lost:
+                result = failed(path, CONTEXT_LOST) if result.ok else result
+                result.error = result.error or CONTEXT_LOST
             results.append(result)
             record(result)
+            if lost and submissions[i + 1:]:  # this process's GPU context is gone: fresh evaluators go on
+                report.err_console.print(f"warning: {path.name} ended the harness's GPU context; the remaining "
+                                         f"{len(submissions) - i - 1} file(s) are evaluated in fresh evaluator processes")
+                results += _evaluate_parallel(args, config, ctx.device, submissions[i + 1:], record, 1, 1)
+                break
     return results
 
 
