@@ -26,6 +26,7 @@ from typing import Optional
 
 PIPE = "CUDA_MPS_PIPE_DIRECTORY"
 LOG = "CUDA_MPS_LOG_DIRECTORY"
+ROOT = "MLA_EVAL_MPS_ROOT"  # the folder of the run's own daemon, for its evaluator processes (worker_view)
 _STATE: dict[str, Optional[str]] = {}
 
 
@@ -43,7 +44,12 @@ def _start() -> Optional[str]:
         return "no MPS (nvidia-cuda-mps-control not found)"
     given = os.environ.get(PIPE)
     if given:
-        return None if (Path(given) / "control").exists() else f"no MPS daemon at {PIPE}={given}"
+        if not (Path(given) / "control").exists():
+            return f"no MPS daemon at {PIPE}={given}"
+        root = os.environ.get(ROOT)
+        if root and Path(given) == Path(root) / "pipe":  # the run's own, started by the process above this one
+            _STATE["root"] = root
+        return None
     root = Path(tempfile.mkdtemp(prefix="mla-eval-mps-"))
     pipe, log = root / "pipe", root / "log"
     pipe.mkdir(mode=0o700)
@@ -61,7 +67,7 @@ def _start() -> Optional[str]:
         shutil.rmtree(root, ignore_errors=True)
         text = " ".join((started.stderr or started.stdout or "").split())[:200]
         return f"no MPS (the daemon did not start{': ' + text if text else ''})"
-    os.environ[PIPE], os.environ[LOG] = str(pipe), str(log)
+    os.environ[PIPE], os.environ[LOG], os.environ[ROOT] = str(pipe), str(log), str(root)
     _STATE["root"] = str(root)
     atexit.register(_stop, exe, env, root)
     return None

@@ -108,7 +108,10 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         raise UsageError(f"{problem.spec.path}: the first test case's inputs: {exc}") from None
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
-    pool = _pool_plan(args, device) if parallel(args) else None
+    # Fenced, every file is evaluated in an evaluator process: under MPS a fault in a worker, or a
+    # worker killed mid-kernel, ends every client's context (BENCHMARKS.md); this process is none, so
+    # the evaluator that lost its context is replaced and the run goes on (harness/pool.py).
+    pool = _pool_plan(args, device) if parallel(args) else (1, 1) if ctx.fence == "fenced" else None
     unstored: list[str] = []
     start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
                               timing_method(ctx), sandboxed=sandboxed,
