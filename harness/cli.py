@@ -164,7 +164,7 @@ def _start_early(args: argparse.Namespace):
         return None
     from harness.launch import log_path, sandbox_problem, start_worker
 
-    if sandbox_problem() is not None or _may_fence(args, args.mode):  # (fenced runs use evaluator processes)
+    if sandbox_problem() is not None:
         return None
     try:
         first = resolve_submissions(args.submission)[0]
@@ -172,25 +172,15 @@ def _start_early(args: argparse.Namespace):
         return None
     try:
         return start_worker(first, args.device, log_path(Path(args.logs), first), sandbox=args.sandbox,
-                            private=private_paths(args))
+                            private=private_paths(args), fence=_fence_daemon(args, args.mode))
     except OSError:  # e.g. an unwritable log folder: the normal path reports it
         return None
 
 
-def _may_fence(args: argparse.Namespace, mode: str) -> bool:
-    """Whether timed GPU calls may be fenced (harness/fence.py): an MPS daemon would be started."""
-    if mode not in ("benchmark", "leaderboard") or args.no_audit or args.device == "cpu" or args.backend == "ray":
-        return False
-    import shutil
-
-    return shutil.which("nvidia-cuda-mps-control") is not None
-
-
 def _fence_daemon(args: argparse.Namespace, mode: str) -> bool:
     """Start the run's MPS daemon where timed GPU calls will be fenced (harness/mps.py), before this
-    process or a worker makes a CUDA context (the popcorn form: this process times the calls itself);
-    whether it runs."""
-    if not _may_fence(args, mode):
+    process or a worker makes a CUDA context; whether it runs."""
+    if mode not in ("benchmark", "leaderboard") or args.no_audit or args.device == "cpu" or args.backend == "ray":
         return False
     from harness import mps
 
@@ -284,8 +274,7 @@ def _on_device(args: argparse.Namespace, store, problem, submissions: list[Path]
     from harness import report
     from harness.device import detect
 
-    # (no MPS daemon yet: this process's context stays an ordinary one, outside the server a fenced
-    # run's evaluators share with their workers, which a fault in any of them ends: harness/run.py)
+    _fence_daemon(args, args.mode)
     device = detect(args.device)
     small = args.small or not device.is_gpu
     if not device.is_gpu:

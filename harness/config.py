@@ -50,7 +50,7 @@ class RunConfig:
             cpu = dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases)
             spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases, cpu=cpu)
             problem = dataclasses.replace(problem, spec=spec)
-        fence = self.fence_plan()  # (an evaluator's: before its first CUDA context, an MPS client from the start)
+        fence = self.fence_plan()  # (before this process's first CUDA context: an MPS client from the start)
         device = detect(self.device)
         if not device.is_gpu:
             fence = CPU_TIMING

@@ -108,10 +108,7 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         raise UsageError(f"{problem.spec.path}: the first test case's inputs: {exc}") from None
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
-    # Fenced, every file is evaluated in an evaluator process: under MPS a fault in a worker, or a
-    # worker killed mid-kernel, ends every client's context (BENCHMARKS.md); this process is none, so
-    # the evaluator that lost its context is replaced and the run goes on (harness/pool.py).
-    pool = _pool_plan(args, device) if parallel(args) else (1, 1) if ctx.fence == "fenced" else None
+    pool = _pool_plan(args, device) if parallel(args) else None
     unstored: list[str] = []
     start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
                               timing_method(ctx), sandboxed=sandboxed,
@@ -328,10 +325,14 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
                 result.error = result.error or CONTEXT_LOST
             results.append(result)
             record(result)
-            if lost and submissions[i + 1:]:  # this process's GPU context is gone: fresh evaluators go on
-                report.err_console.print(f"warning: {path.name} ended the harness's GPU context; the remaining "
-                                         f"{len(submissions) - i - 1} file(s) are evaluated in fresh evaluator processes")
-                results += _evaluate_parallel(args, config, ctx.device, submissions[i + 1:], record, 1, 1)
+            if lost and submissions[i + 1:]:  # this process's GPU context is gone, and the MPS server with
+                # it for as long as this process lives (a new client then gets no GPU: BENCHMARKS.md)
+                report.error(f"{path.name} ended the harness's GPU context: the remaining {len(submissions) - i - 1} "
+                             "file(s) are not run; run them again")
+                for later in submissions[i + 1:]:
+                    result = failed(later, f"not run: the harness's GPU context was lost while {path.name} ran")
+                    results.append(result)
+                    record(result)
                 break
     return results
 
@@ -410,7 +411,7 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
     from harness import report
     from harness.pool import PoolError, evaluate_parallel, slot_envs
 
-    settings = dataclasses.replace(config, device=None if gpus else "cpu")
+    settings = dataclasses.replace(config, device="cuda" if gpus else "cpu")  # (a GPU lost later fails loudly, never CPU)
     done = lambda index, result: record(result)  # noqa: E731
     if args.backend == "ray":
         from harness.ray_backend import RayMissing, evaluate_ray

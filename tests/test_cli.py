@@ -449,3 +449,22 @@ def test_history_of_a_database_that_is_not_there_is_one_line(tmp_path, capsys):
     assert cli(tmp_path, "--mode", "history", "--db", str(tmp_path / "none" / "r.db")) == 2
     assert "no database there" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+
+
+def test_a_file_that_ends_the_harness_gpu_context_fails_and_the_rest_say_not_run(tmp_path, capsys, monkeypatch):
+    """Under MPS a worker's GPU fault (or a worker killed mid-kernel) ends every client's context,
+    the harness's included, and a new client gets no GPU while the harness lives (H200,
+    tools/mps_fault_probe.py): the file that ran is failed with that reason, the later ones are
+    stored as not run, never evaluated elsewhere (a fresh evaluator fell back to the CPU)."""
+    from harness import device
+
+    monkeypatch.setattr(device, "context_ok", lambda info: False)
+    first, second = ROOT / "submissions" / "torch_batched.py", ROOT / "submissions" / "torch_loop.py"
+    code = cli(tmp_path, "--mode", "test", "--submission", str(first), "--submission", str(second))
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "torch_batched.py ended the harness's GPU context: the remaining 1 file(s) are not run" in err
+    db = sqlite3.connect(tmp_path / "r.db")
+    rows = dict(db.execute("SELECT name, error FROM submissions").fetchall())
+    assert rows["torch_batched.py"] == device.CONTEXT_LOST
+    assert rows["torch_loop.py"] == "not run: the harness's GPU context was lost while torch_batched.py ran"
