@@ -215,8 +215,13 @@ class Sandbox:
                 raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({reading.held} of "
                                     f"{fence.census.sms} SMs stayed held): nothing may run on the GPU between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
-        except BaseException:
-            self._release(fence, seq)
+        except BaseException as failure:
+            try:
+                self._release(fence, seq)
+            except WorkerFailure as stuck:  # the call's own reason first, then why the fence is gone
+                if isinstance(failure, WorkerFailure):
+                    raise WorkerFailure(stuck.kind, f"{failure}; then {stuck}") from None
+                raise
             raise
         if ready:
             self._enqueue_times.append(enqueued)

@@ -176,10 +176,12 @@ def test_a_stream_held_after_a_failed_call_ends_the_worker_then_the_fence():
         box, _ = fenced_box([{"op": "error", "message": "boom"}], fence, slot)
         killed = []
         box.worker.kill = lambda: killed.append(True)
-        with pytest.raises(sandbox.WorkerFailure):
+        with pytest.raises(sandbox.WorkerFailure) as failure:
             box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
         assert killed == [True] and fence.released == [1, 1]
         assert (box.fence is fence) == still_fenced
+    assert str(failure.value) == "boom; then the parent's timing stream was still held 10 s after the call"
+    assert failure.value.kind == "timeout" and failure.value.fatal
 
 
 def test_a_call_whose_census_found_an_sm_held_is_rejected_and_the_worker_ended():
