@@ -3,12 +3,14 @@
 The parent's fence (harness/fence.py) flushes L2 before a call, but the SMs' shared memory and
 registers are not L2: a kernel the worker launched earlier could load the KV cache on chip while the
 parent refills and flushes, then wait on the GATE flag from the SMs and compute at once when it
-opens. The census closes that: just before GATE, the parent's stream launches one block per SM, each
+opens. The census closes that: after the flush, the parent's stream launches one block per SM, each
 asking for all of an SM's shared memory (so two cannot share an SM, and a block of any other kernel,
 which reserves shared memory too, leaves no room for one). Each block counts itself in and waits for
 the count to reach the grid: reached, every SM was empty of other kernels at one moment after the
-call's inputs were complete. A block that waits longer than `limit_s` counts itself as missed, and
-the parent rejects the call. Whatever the worker launches after that moment runs inside the clock.
+KV cache was written (only q, written after the clock starts, was not). A block that waits longer
+than `limit_s` counts itself as missed, and the parent rejects the call. A kernel the worker starts
+after that moment has, before the clock, only the parent's next two steps (its event, the start of
+q's copy): a few µs, with q not yet there.
 
 The kernel is PTX loaded through the CUDA driver (no compiler needed); NVIDIA only.
 """
@@ -67,7 +69,8 @@ _SMEM_RESERVED = 111           # CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_
 _MAX_DYNAMIC_SMEM = 8          # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _CARVEOUT = 9                  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 THREADS = 32
-LIMIT_S = 50e-6                # how long a block waits for the others before it counts itself missed (a free GPU: ~4 µs for all)
+# How long a block waits for the others before it counts itself missed (a free GPU: ~4 µs for all).
+LIMIT_S = 50e-6
 
 
 def _attribute(attr: int, device: int) -> int:
@@ -104,7 +107,8 @@ class Census:
         counts = ctypes.c_uint64(self.counts.data_ptr())
         target = ctypes.c_uint32((self.sms * self.rounds) & 0xFFFFFFFF)
         limit = ctypes.c_uint64(self.limit_ns)
-        params = (ctypes.c_void_p * 3)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in (counts, target, limit)))
+        values = (counts, target, limit)
+        params = (ctypes.c_void_p * 3)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
         _call("LaunchKernel", self._function, self.sms, 1, 1, THREADS, 1, 1, self.smem,
               ctypes.c_void_p(stream.cuda_stream), params, None)
 

@@ -11,8 +11,9 @@ in shared GPU memory (harness/shared_memory.py, `StreamFlags`). For call number 
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
 the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
-own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's own cost, which
-the parent measures with null calls before the worker imports the submission (`calibrate`). The
+own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's
+own cost, which the parent measures with null calls before the worker imports the submission
+(`calibrate`). The
 parent judges the snapshot: an output that was not complete when the parent's stream took it fails,
 whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
 copies lands inside the interval (the output depends on it); the first input (q) is written after
@@ -43,9 +44,9 @@ CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output by
 # A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
 # ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
 MAX_COST_S = 60e-6
-CENSUS_LOOK_S = 0.002   # how long after enqueueing a call the parent looks whether its census is stuck
-RELEASE_SECONDS = 10.0
-GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until all of a call is enqueued   # how long the parent's stream may take to drain once the worker is gone
+CENSUS_LOOK_S = 0.002    # how long after enqueueing a call the parent looks whether its census is stuck
+RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
+GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until a call is enqueued
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,11 +103,12 @@ class Fence:
     def calibrate(self, null_call: Callable[[int, int], None]) -> None:
         """The fence's own cost, from null calls (the worker's side waits, records its two events
         around one tiny kernel, copies an output of the slot's size and signals, as a call does
-        around its own work) at two sizes of the first input + output, fitted as a line through each size's
-        fastest call: what is subtracted is never more than the fence cost any call. `null_call(seq,
-        slot bytes)` asks the worker for one; it runs before the submission is imported, so nothing of the
-        submission's is in it. The GPU is kept busy for WARM_S first: null calls on a GPU idle since
-        the worker started cost up to several times what they cost in a run (BENCHMARKS.md)."""
+        around its own work) at two sizes of the first input + output, fitted as a line through each
+        size's fastest call: what is subtracted is never more than the fence cost any call.
+        `null_call(seq, slot bytes)` asks the worker for one; it runs before the submission is
+        imported, so nothing of the submission's is in it. The GPU is kept busy for WARM_S first: null
+        calls on a GPU idle since the worker started cost up to several times what they cost in a run
+        (BENCHMARKS.md)."""
         self._warm()
         fastest = []
         self.null_times = {}

@@ -411,7 +411,8 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
     from harness import report
     from harness.pool import PoolError, evaluate_parallel, slot_envs
 
-    settings = dataclasses.replace(config, device="cuda" if gpus else "cpu")  # (a GPU lost later fails loudly, never CPU)
+    # (a GPU named, never detected: an evaluator that finds none fails loudly instead of running on the CPU)
+    settings = dataclasses.replace(config, device="cuda" if gpus else "cpu")
     done = lambda index, result: record(result)  # noqa: E731
     if args.backend == "ray":
         from harness.ray_backend import RayMissing, evaluate_ray

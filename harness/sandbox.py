@@ -212,8 +212,9 @@ class Sandbox:
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
             if reading.held:
                 self.worker.kill()
-                raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({reading.held} of "
-                                    f"{fence.census.sms} SMs stayed held): nothing may run on the GPU between calls")
+                raise WorkerFailure("held the GPU", "a kernel was still running when the call began "
+                                    f"({reading.held} of {fence.census.sms} SMs stayed held): nothing may run "
+                                    "on the GPU between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException as failure:
             try:
