@@ -12,15 +12,18 @@ from __future__ import annotations
 from harness.run import cross_compile, parallel, private_paths, run, run_popcorn, write_html
 
 import argparse  # noqa: E402
+import glob  # noqa: E402
+import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Optional, Sequence  # noqa: E402
 
-from harness.config import UsageError  # noqa: E402
+from harness.config import UsageError, timeouts_text  # noqa: E402
 from harness.scan import SourceError, read_source  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
+from harness.store import results_folder  # noqa: E402
 
 # torch (harness.device, harness.engine, harness.report) is imported only after the first
 # submission's worker has been started, so that both processes import it at the same time.
@@ -45,7 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --mode compile: compile for ARCH (repeatable; gfx950, gfx942, sm_90, sm_100; "
                         "default gfx950 and gfx942)")
     p.add_argument("--submission", action="append", default=[], metavar="PATH",
-                   help="a submission file (repeatable); default: every submissions/*.py")
+                   help="a submission file, or a glob pattern such as 'submissions/triton_*.py' (repeatable); "
+                        "default: every submissions/*.py. A file whose name starts with _ is left out of the "
+                        "default and of a pattern (a helper module), unless the pattern's name starts with _ too")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out the submissions that match GLOB: a file name ('triton_*.py') or a path "
+                        "('submissions/torch_*.py') (repeatable)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="override device detection")
     p.add_argument("--small", action="store_true", help="use the task's small (CPU) shapes even on a GPU")
     p.add_argument("--check", metavar="POLICY",
@@ -53,8 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default=None,
                    help="task file (reference.py beside it), or a task's name: competition (the competition's own "
                         "cases and check), rmsnorm (default: ./task.yml, else the repository's)")
-    p.add_argument("--db", default="results/mla-eval.db", help="SQLite results database (default: %(default)s)")
-    p.add_argument("--logs", default="results/logs", help="folder for each submission's stdout/stderr")
+    p.add_argument("--db", help="SQLite results database (default: mla-eval.db in the results folder: the results/ "
+                               "of the checkout of this project that holds the working folder or this code, else "
+                               "$XDG_DATA_HOME/mla-eval or ~/.local/share/mla-eval; here: "
+                               f"{results_folder()})")
+    p.add_argument("--logs", help="folder for each submission's stdout/stderr (default: logs/ in the results folder)")
     p.add_argument("--compare", nargs=2, type=int, metavar=("RUN_A", "RUN_B"),
                    help="with --mode history: per-case ratio of RUN_B's medians to RUN_A's")
     p.add_argument("--history", action="store_true",
@@ -80,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run this case instead of the task's (repeatable), as generate_input's arguments: "
                         "'batchsize=4,qseqlen=1,kvseqlen=1024' (seed optional; kvseqlens=[...] for a ragged batch)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="cap every timeout of the task (worker start, each test case, each benchmark case)")
+                   help="cap every timeout of the task (worker start, each test case, each benchmark case); "
+                        f"default: the task's own ({_default_timeouts()}); a run prints those in force")
     _add_evaluator_flags(p)
     p.add_argument("--no-audit", action="store_true",
                    help="on a GPU: no outside timing (the parent's fence, or the profiler's audit where it cannot "
@@ -90,6 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "every submission's speedup over it")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
+
+
+def _default_timeouts() -> str:
+    """The default task's timeouts, as --help shows them."""
+    import yaml
+
+    task = default_task()
+    try:
+        return f"{task}: {timeouts_text(yaml.safe_load(task.read_text())['timeouts'])}"
+    except Exception:  # noqa: BLE001 - a task the run itself will report on
+        return "task.yml `timeouts`"
 
 
 def _add_evaluator_flags(p: argparse.ArgumentParser) -> None:
@@ -129,6 +152,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
+    if args.db is None or args.logs is None:
+        # kernelbot's form runs in a folder of its own per submission: its results stay there
+        folder = Path.cwd() / "results" if args.popcorn_mode is not None else results_folder()
+        args.db = args.db or str(folder / "mla-eval.db")
+        args.logs = args.logs or str(folder / "logs")
     early = _start_early(args) if args.popcorn_mode is None else None
     from harness import report
     from harness.device import DeviceError
@@ -167,7 +195,7 @@ def _start_early(args: argparse.Namespace):
     if sandbox_problem() is not None:
         return None
     try:
-        first = resolve_submissions(args.submission)[0]
+        first = resolve_submissions(args.submission, args.exclude)[0]
     except UsageError:
         return None
     try:
@@ -200,7 +228,7 @@ def _run(args: argparse.Namespace, early=None) -> int:
         raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
     if args.seed is not None and not -2**63 <= args.seed < 2**63:
         raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
-    if args.mode == "history" and not Path(args.db).is_file():
+    if (args.mode == "history" or args.history and args.mode == "leaderboard") and not Path(args.db).is_file():
         raise UsageError(f"{args.db}: no database there (nothing has been stored yet); pass --db PATH")
     if args.mode in MODES:
         try:
@@ -211,6 +239,8 @@ def _run(args: argparse.Namespace, early=None) -> int:
         store = Store(args.db)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
+    if args.mode == "history" or args.history:
+        report.err_console.print(f"database: {report.escape(args.db)}", highlight=False)
     if args.mode == "history":
         try:
             if args.html:
@@ -219,7 +249,7 @@ def _run(args: argparse.Namespace, early=None) -> int:
                 a, b = args.compare
                 report.console.print(report.compare_table(a, b, store.timed_cases(a), store.timed_cases(b)))
             else:
-                report.console.print(report.runs_table(store.runs()))
+                report.console.print(report.runs_table(store.runs(), db=args.db))
         except StoreError as exc:
             raise UsageError(str(exc)) from None
         return 0
@@ -237,13 +267,16 @@ def _run(args: argparse.Namespace, early=None) -> int:
 
     problem = _load_problem(args)
     args.shape = parse_shapes(args.shape, problem)
-    submissions = resolve_submissions(args.submission) if args.mode != "selftest" else []
+    submissions = resolve_submissions(args.submission, args.exclude) if args.mode != "selftest" else []
     if args.mode == "compile":
         return cross_compile(args, store, problem, submissions)
     if args.baseline:
         if args.mode not in ("benchmark", "leaderboard"):
             raise UsageError("--baseline goes with --mode benchmark or leaderboard")
-        (args.baseline,) = resolve_submissions([args.baseline])
+        baseline = resolve_submissions([args.baseline])
+        if len(baseline) != 1:
+            raise UsageError(f"--baseline {args.baseline}: matches {len(baseline)} files; name one")
+        (args.baseline,) = baseline
         if args.baseline not in [p.resolve() for p in submissions]:
             submissions.append(args.baseline)
     return _on_device(args, store, problem, submissions, early)
@@ -315,8 +348,6 @@ def _load_problem(args: argparse.Namespace):
 
 def _popcorn(args: argparse.Namespace) -> int:
     """kernelbot's way in: results as `key: value` lines on POPCORN_FD, GPU MODE's exit codes."""
-    import os
-
     from harness import popcorn, report
     from harness.device import detect
     from harness.spec import check_case
@@ -391,22 +422,59 @@ def _selftest(problem, device, small: bool) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
-def resolve_submissions(paths: Sequence[str]) -> list[Path]:
+GLOB_CHARACTERS = "*?["
+
+
+def resolve_submissions(paths: Sequence[str], exclude: Sequence[str] = ()) -> list[Path]:
     """The files to evaluate, checked: each exists and is a .py file whose path can be shown and
-    stored as it is; default submissions/*.py."""
+    stored as it is. `paths`: files, or glob patterns (a path that exists is a file, whatever its
+    characters); default submissions/*.py. A file whose name starts with _ (a helper module) is left
+    out of the default and of a pattern whose own file name does not start with _. `exclude`: glob
+    patterns of the files to leave out (`_excluded`); one that matches none is an error."""
     if not paths:
         folder = Path("submissions") if Path("submissions").is_dir() else REPO_ROOT / "submissions"
         found = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
         if not found:
             raise UsageError(f"{folder}: no submissions (*.py) found; pass --submission PATH")
-        return [_checked_file(str(p), Path(_showable(p))) for p in found]
-    out = []
+        return _without([_checked_file(str(p), Path(_showable(p))) for p in found], exclude)
+    out: list[Path] = []
     for raw in paths:
+        if not Path(raw).exists() and any(c in raw for c in GLOB_CHARACTERS):
+            found = [Path(p) for p in sorted(glob.glob(raw, recursive=True)) if p.endswith(".py")]
+            found = [p for p in found if not p.name.startswith("_") or Path(raw).name.startswith("_")]
+            if not found:
+                raise UsageError(f"--submission {raw}: no .py file matches this pattern")
+            checked = [_checked_file(str(p), Path(_showable(p))) for p in found]
+            out += [p for p in checked if p not in out]  # (two patterns may match one file)
+            continue
         path = Path(_showable(Path(raw)))
         if not path.exists():
             raise UsageError(f"{raw}: submission file not found")
         out.append(_checked_file(raw, path))
-    return out
+    return _without(out, exclude)
+
+
+def _without(files: list[Path], patterns: Sequence[str]) -> list[Path]:
+    """`files` less those an --exclude pattern matches; a pattern that matches none, or leaving no
+    file, is an error."""
+    for pattern in patterns:
+        matched = [p for p in files if _excluded(p, pattern)]
+        if not matched:
+            raise UsageError(f"--exclude {pattern}: matches none of the {len(files)} submission(s)")
+        files = [p for p in files if p not in matched]
+    if not files:
+        raise UsageError(f"--exclude {' '.join(patterns)}: leaves no submission to evaluate")
+    return files
+
+
+def _excluded(path: Path, pattern: str) -> bool:
+    """Whether glob `pattern` matches the submission at `path` (absolute): a relative pattern
+    against its last parts (its file name, or submissions/NAME) or as a path from the working
+    folder (../other/*.py); an absolute one against the whole path."""
+    try:
+        return path.match(pattern) or path.match(os.path.abspath(pattern))
+    except ValueError:  # ('', '.')
+        raise UsageError(f"--exclude {pattern!r}: not a file pattern") from None
 
 
 def _checked_file(raw: str, path: Path) -> Path:

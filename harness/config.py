@@ -9,10 +9,19 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 
 CPU_TIMING = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+
+
+# A task's timeouts (task.yml `timeouts`, harness/spec.py) in words.
+TIMEOUT_NAMES = {"startup": "worker start", "test_case": "test case", "benchmark_case": "benchmark case"}
+
+
+def timeouts_text(limits: Mapping[str, float]) -> str:
+    """A task's timeouts as a run and --help show them: "worker start 120 s, test case 120 s, ..."."""
+    return ", ".join(f"{words} {limits[key]:g} s" for key, words in TIMEOUT_NAMES.items())
 
 
 class UsageError(Exception):

@@ -1,30 +1,44 @@
-"""Cross-compile report: does each Triton kernel a submission launches compile for AMD (and NVIDIA)
-targets, and what does it cost there, on a machine without that GPU.
+"""Cross-compile report: the Triton kernels a submission would launch on each AMD (and NVIDIA) target,
+compiled offline for it, with what they cost there, on a machine without that GPU.
 
     python -m harness.crosscompile --submission FILE [--target gfx950 --target gfx942] [--task task.yml]
 
-Three processes; the submission is untrusted code, so the two that run it are inside the OS sandbox
+The kernels are planned as a run on the target plans them. A file picks its variant at run time from
+what PyTorch says about the GPU (torch.version.hip, torch.cuda.get_device_properties: gcnArchName,
+multi_processor_count; get_device_capability) and from its tensors' device; for each target, a
+process of its own makes torch report that target's GPU (TARGET_DEVICES: MI355X for gfx950, ...),
+hands the file the task's small test cases as tensors on "cuda" (PyTorch's FakeTensor: shapes,
+dtypes, strides and storage offsets, no values) and records each launch instead of running it; the
+file's own code decides everything on the way, exactly as on that GPU. Where that cannot work (the
+file reads tensor values on the host, or no device is known for the target) the target's kernels
+are those the file launches on the CPU in Triton's interpreter, and the report says so and why.
+
+Processes; the submission is untrusted code, so every one that runs it is inside the OS sandbox
 (harness/launch.py's `bwrap_command`, as for a worker):
-  * the capture process (`--child`): runs the task's small test cases on the CPU under Triton's
-    interpreter and records every kernel launch (function, argument types, constexpr values, launch
-    options), deduplicated by what Triton specializes a compiled kernel on;
-  * the compile process (`--compile-stage`), started by the capture process without TRITON_INTERPRET:
-    imports the submission again (its kernels are then Triton JIT functions), rebuilds each launch for
-    each target exactly as a launch there would (Triton's own argument binder and option parser for
-    that target's backend), compiles it offline and reads the compiler's numbers: registers, spills,
-    LDS / shared memory, the matrix instructions in the assembly;
-  * the parent (`cross_compile_report`): starts the capture process and reads its JSON report strictly
-    (size cap, every field's type checked); it never imports the submission.
+  * the parent (`cross_compile_report`): starts the sandboxed child and reads its JSON report strictly
+    (size cap, every field's type checked); it never imports the submission;
+  * the child (`--child`): starts one target process per target with a known GPU (at most as many
+    at a time as there are CPU cores); for the targets whose launches cannot be planned that way, it
+    captures the launches on the CPU under Triton's interpreter itself and starts the compile
+    process for them;
+  * a target process (`--target-stage`): the target's GPU as above, the launches recorded
+    (deduplicated by what Triton specializes a compiled kernel on: argument types and alignment,
+    constexpr values, launch options), then each rebuilt exactly as a launch there would bind it
+    (Triton's own argument binder and option parser for that target's backend), compiled offline,
+    and the compiler's numbers read: registers, spills, LDS / shared memory, the matrix
+    instructions in the assembly;
+  * the compile process (`--compile-stage`): the same compiling, for launches captured on the CPU.
 
 This is a diagnostic: nothing is ranked on it, and a submission can forge what its own processes
-report. What is captured is what the submission launches on the CPU: a file that picks other
-constexprs or options on a GPU (the bundled ones use fp32 dot operands under the interpreter and add
-AMD options only under ROCm) is compiled as it would launch there with `--set NAME=VALUE` (a
-constexpr) and `--option NAME=VALUE` (a launch option). Shapes matter too: the small CPU cases may
-not reach a file's long-sequence settings.
+report. `--set NAME=VALUE` (a constexpr) and `--option NAME=VALUE` (a launch option) change the
+recorded launches before compiling, to see what another setting would cost. Shapes matter: the
+task's small cases may not reach a file's long-sequence settings. Input dtypes are the task's on the
+CPU (its fp8 is OCP e4m3 for every target).
 
-Output: a table (`report_table`; `--markdown FILE` writes it as Markdown, `--json FILE` the rows).
-Exit code 0 when every kernel compiled for every target, 1 otherwise, 2 for bad usage.
+Output: per target, how its launches were planned and the settings each kernel shares, then a table
+laid out for the terminal's width (`CompileReport`; `--markdown FILE` writes the rows as Markdown,
+`--json FILE` the rows themselves). Exit code 0 when every kernel compiled for every target, 1
+otherwise, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -118,6 +132,100 @@ def parse_target(name: str) -> tuple[str, Any, int]:
         return "cuda", int(match.group(1)), 32
     raise ValueError(f"unknown target {name!r}: use an AMD architecture (gfx950, gfx942) "
                      "or an NVIDIA one (sm_90, sm_100)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU a target process pretends to have.
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TargetDevice:
+    """One GPU of a target as PyTorch describes it there (torch.cuda.* is also ROCm's API):
+    get_device_name / get_device_properties().name, get_device_capability() (ROCm reports the
+    architecture's major and minor: (9, 5) for gfx950), multi_processor_count (CUs on AMD, SMs on
+    NVIDIA), total_memory, and on ROCm gcnArchName (the architecture with its feature flags)."""
+
+    name: str
+    vendor: str                   # "hip" or "cuda", as parse_target says
+    capability: tuple[int, int]
+    units: int
+    memory_gb: int
+    gcn_arch: str = ""
+
+    def describe(self) -> str:
+        if self.vendor == "hip":
+            return f"{self.name} (ROCm, {self.gcn_arch.split(':')[0]}, {self.units} CUs)"
+        return f"{self.name} (CUDA, compute capability {self.capability[0]}.{self.capability[1]}, {self.units} SMs)"
+
+
+# The devices a run on each target would see: MI355X (256 CUs, 288 GB) and MI300X (304 CUs, 192 GB),
+# AMD's Instinct specifications; H200 (132 SMs, 141 GB; the H100 SXM's SM count) and B200 (148 SMs),
+# NVIDIA's. Keyed by parse_target's architecture (sm_NN for NVIDIA).
+TARGET_DEVICES = {
+    "gfx950": TargetDevice("AMD Instinct MI355X", "hip", (9, 5), 256, 288, "gfx950:sramecc+:xnack-"),
+    "gfx942": TargetDevice("AMD Instinct MI300X", "hip", (9, 4), 304, 192, "gfx942:sramecc+:xnack-"),
+    "sm_90": TargetDevice("NVIDIA H200", "cuda", (9, 0), 132, 141),
+    "sm_100": TargetDevice("NVIDIA B200", "cuda", (10, 0), 148, 180),
+}
+ROCM_VERSION, CUDA_VERSION = "6.4", "12.8"   # what torch.version.hip / .cuda say in a target process
+PLANNED_ON_TARGET = "launches planned as on {device}"
+PLANNED_ON_CPU = "launches captured on the CPU in Triton's interpreter (its CPU variant, not {device}'s): {why}"
+NO_DEVICE = "no GPU known for {target} (TARGET_DEVICES: {known})"
+
+
+def target_device(target: str) -> Optional[TargetDevice]:
+    """The GPU a run on `target` sees, or None for a target TARGET_DEVICES does not list."""
+    vendor, arch, _ = parse_target(target)
+    return TARGET_DEVICES.get(arch if vendor == "hip" else f"sm_{arch}")
+
+
+def install_device(device: TargetDevice) -> None:
+    """Make this process's torch describe `device` as its one GPU, as torch does on a machine with
+    it: torch.version.hip (ROCm) or .cuda, torch.cuda.is_available / device_count / current_device /
+    get_device_name / get_device_properties / get_device_capability; set_device and synchronize do
+    nothing. Anything else of a GPU runtime (streams, events, the memory allocator) still raises."""
+    import types
+
+    import torch
+
+    fields = dict(name=device.name, major=device.capability[0], minor=device.capability[1],
+                  multi_processor_count=device.units, total_memory=device.memory_gb * 10**9,
+                  warp_size=64 if device.vendor == "hip" else 32, is_integrated=False, is_multi_gpu_board=False)
+    if device.vendor == "hip":
+        fields["gcnArchName"] = device.gcn_arch
+    props = types.SimpleNamespace(**fields)
+    torch.version.hip = ROCM_VERSION if device.vendor == "hip" else None
+    torch.version.cuda = CUDA_VERSION if device.vendor == "cuda" else None
+    cuda = torch.cuda
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: 1
+    cuda.current_device = lambda: 0
+    cuda.get_device_name = lambda device=None: props.name
+    cuda.get_device_properties = lambda device=None: props
+    cuda.get_device_capability = lambda device=None: (props.major, props.minor)
+    cuda.set_device = lambda device: None
+    cuda.synchronize = lambda device=None: None
+
+
+def on_device(data: Any) -> Any:
+    """`data` (the task's inputs, made on the CPU) with every tensor as a FakeTensor on "cuda", to be
+    used inside the FakeTensorMode that is active: the same dtype, shape, strides and storage offset,
+    and tensors that shared a storage share one; no values (reading one raises)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    storages: dict[int, Any] = {}
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        storage = value.untyped_storage()
+        base = storages.get(storage.data_ptr())
+        if base is None:
+            base = storages[storage.data_ptr()] = torch.empty(storage.nbytes(), dtype=torch.uint8, device="cuda")
+        return torch.empty(0, dtype=value.dtype, device="cuda").set_(
+            base.untyped_storage(), value.storage_offset(), value.size(), value.stride())
+
+    return tree_map(convert, data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,9 +347,12 @@ _INT = (int, type(None))
 #   agpr, sgpr, spill_vgpr, spill_sgpr, scratch_bytes (per lane / thread), lds_bytes (LDS / shared
 #   memory per workgroup), occupancy (waves per SIMD) and occupancy_limit (what limits it),
 #   compiler_occupancy (LLVM's own figure, registers only), num_warps;
-#   matrix (matrix instructions in the assembly), uses_dot (the kernel has a tl.dot), notes.
+#   matrix (matrix instructions in the assembly), uses_dot (the kernel has a tl.dot), notes;
+#   plan (how the launches were planned: "as on" the target's device, or PLANNED_ON_CPU and why) and
+#   on_target (whether as on the target's device).
 ROW_FIELDS: dict[str, Any] = {
-    "kernel": str, "target": str, "status": str, "error": (str, type(None)), "launches": int, "cases": list,
+    "kernel": str, "target": str, "plan": str, "on_target": bool, "status": str, "error": (str, type(None)),
+    "launches": int, "cases": list,
     "signature": dict, "constexprs": dict, "options": dict, "overrides": list, "compile_args": dict,
     "vgpr": _INT, "agpr": _INT, "sgpr": _INT, "spill_vgpr": _INT, "spill_sgpr": _INT, "scratch_bytes": _INT,
     "lds_bytes": _INT, "occupancy": _INT, "occupancy_limit": str, "compiler_occupancy": _INT,
@@ -253,7 +364,7 @@ STATUSES = ("compiled", "failed", "won't launch", "skipped")
 def cross_compile_report(submission: Path, targets: list[str], task: Path, sandbox: str = "auto", *,
                          cases: Optional[int] = None, constexprs: Sequence[str] = (), options: Sequence[str] = (),
                          private: Sequence[Path] = (), timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
-    """One row per (captured kernel specialization, target): see ROW_FIELDS and `report_table`; each
+    """One row per (captured kernel specialization, target): see ROW_FIELDS and `CompileReport`; each
     row also says whether the submission ran "sandboxed". `cases`: only the first N small test cases.
     `constexprs` / `options`: "NAME=VALUE" overrides applied to every captured launch before
     compiling. `private`: paths the sandbox hides (the results database, the logs). Raises
@@ -415,31 +526,217 @@ def _table_cells(rows: Sequence[dict]) -> list[list[str]]:
     return out
 
 
-def report_table(rows: Sequence[dict], title: str = "cross-compile report"):
-    """The report as a rich Table: one line per kernel specialization and target."""
-    from rich.table import Table
-    from rich.text import Text
+_AMD_KIND = re.compile(r"v_(mfma|smfmac|wmma|swmmac)(_scale)?_[a-z0-9]+_\d+x\d+x\d+_?(\w*)")
+_PTX_TYPE = re.compile(r"(?:kind::)?(b?f16|tf32|f32|f64|e[45]m[23]|e[23]m[123]|[su][48]|f8f6f4|mxf\w+)")
 
-    table = Table(title=title, title_justify="left")
-    for name in COLUMNS:
-        table.add_column(name, justify="left" if name in ("kernel", "target", "status", "matrix instructions", "notes")
-                         else "right", no_wrap=name not in ("notes", "kernel"), overflow="fold")
-    colour = {"compiled": "green", "failed": "red", "won't launch": "red", "skipped": "yellow"}
-    for cells in _table_cells(rows):
-        cells[2] = Text(cells[2], style=colour[cells[2]])
-        table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
-    return table
+
+def matrix_kind(name: str) -> str:
+    """What a matrix instruction multiplies, short: AMD's operand type ("bf16", "f32", "xf32", "f8f6f4
+    scaled" for the scaled MFMA, "... sparse" for smfmac, "... wmma"); NVIDIA's instruction and A
+    operand type ("mma bf16", "wgmma e4m3")."""
+    match = _AMD_KIND.fullmatch(name)
+    if match:
+        op, scaled, operands = match.groups()
+        return " ".join(filter(None, [operands or "?", "scaled" if scaled else "",
+                                      {"smfmac": "sparse", "wmma": "wmma", "swmmac": "sparse wmma"}.get(op, "")]))
+    parts = name.split(".")
+    types = [m.group(1) for m in map(_PTX_TYPE.fullmatch, parts[1:]) if m]
+    return f"{parts[0]} {types[1] if len(types) > 1 else types[0] if types else '?'}"
+
+
+def _matrix_cell(row: dict) -> str:
+    return ", ".join(sorted({matrix_kind(n) for n in row["matrix"]})) or ("none" if row["uses_dot"] else "-")
+
+
+def _shown_settings(row: dict) -> list[tuple[str, Any]]:
+    """A row's constexprs, then its launch options, as (name, value): those selecting a code path
+    (booleans, strings, dtypes, None) first, each group in the kernel's order."""
+    constexprs = list(row["constexprs"].items())
+    switch = [(n, v) for n, v in constexprs if v is None or isinstance(v, (bool, str)) or
+              (isinstance(v, dict) and "dtype" in v)]
+    return switch + [item for item in constexprs if item not in switch] + list(row["options"].items())
+
+
+def variants(rows: Sequence[dict]) -> dict[str, tuple[str, list[str]]]:
+    """Per kernel of `rows` (one target's): the settings every launch of it shares there, its
+    variant ("QK_SCALED=True DOT_DTYPE=bf16 ... num_warps=4"), and per row (in order) the settings
+    that set it apart from the kernel's other specializations ("NUM_SPLITS=2")."""
+    by_kernel: dict[str, list[dict]] = {}
+    for row in rows:
+        by_kernel.setdefault(row["kernel"], []).append(row)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for kernel, group in by_kernel.items():
+        settings = [_shown_settings(row) for row in group]
+        texts = [[f"{name}={_value_text(value)}" for name, value in items] for items in settings]
+        shared = [text for text in texts[0] if all(text in other for other in texts[1:])]
+        out[kernel] = (" ".join(shared), [" ".join(t for t in own if t not in shared) for own in texts])
+    return out
+
+
+_STATUS_STYLE = {"compiled": "green", "failed": "red", "won't launch": "red", "skipped": "yellow"}
+_HEADERS = ("#", "kernel", "status", "VGPR\n(AGPR)", "SGPR", "scratch", "LDS", "waves\nper SIMD", "matrix")
+
+
+def _spill_cell(row: dict) -> str:
+    return ("-" if row["status"] not in ("compiled", "won't launch") else f"{row['scratch_bytes']} B"
+            if row["scratch_bytes"] else "in regs" if row["spill_vgpr"] or row["spill_sgpr"] else "0")
+
+
+def _numbers(row: dict) -> list[str]:
+    """VGPR (AGPR), SGPR, scratch, LDS, waves per SIMD (what limits them) of a row, as shown."""
+    vgpr = "-" if row["vgpr"] is None else f"{row['vgpr']}" + (f" ({row['agpr']})" if row["agpr"] else "")
+    waves = "-" if row["occupancy"] is None else f"{row['occupancy']} ({row['occupancy_limit']})"
+    return [vgpr, "-" if row["sgpr"] is None else str(row["sgpr"]), _spill_cell(row), _kib(row["lds_bytes"]), waves]
+
+
+def _refs(numbers: Sequence[int]) -> str:
+    """1, 2, 3, 5 -> "1-3, 5"."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+class CompileReport:
+    """One submission's report, laid out for the width it is printed at (`console.print` passes it).
+    A title; then per target: how its launches were planned (as on its GPU, or on the CPU and why),
+    each kernel's shared settings there (its variant), and its specializations, numbered: a table
+    while every column fits whole (kernel names and numbers are never folded), else one short
+    paragraph each; under a table, the matrix instructions in full and the notes, each once with the
+    numbers of the rows it concerns."""
+
+    def __init__(self, rows: Sequence[dict], name: str, targets: Sequence[str], detail: str = ""):
+        self.rows, self.name, self.detail = list(rows), name, detail
+        self.targets = list(dict.fromkeys([*targets, *(row["target"] for row in self.rows)]))
+
+    def __rich_console__(self, console: Any, options: Any):
+        from rich.padding import Padding
+        from rich.text import Text
+
+        yield Text(f"{self.name}: Triton kernels compiled for {', '.join(self.targets)}, offline{self.detail}",
+                   style="bold")
+        if self.rows and not self.rows[0].get("sandboxed", True):
+            yield Text(f"warning: {self.name} ran without the OS sandbox", style="yellow")
+        for target in self.targets:
+            rows = [row for row in self.rows if row["target"] == target]
+            if not rows:
+                continue
+            plans = list(dict.fromkeys(row["plan"] for row in rows))
+            on_target = all(row["on_target"] for row in rows)
+            yield Text.assemble("\n", (target, "bold"), ": ", ("; ".join(plans) or "planned: unknown",
+                                                                "" if on_target else "yellow"))
+            shared = variants(rows)
+            for kernel, (settings, _) in shared.items():
+                yield Padding(Text.assemble((kernel, "bold"), ": ", settings or "(no settings)"), (0, 0, 0, 2),
+                              expand=False)
+            labels = self._labels(rows, shared)
+            table = self._table(rows, labels, console, options)
+            if table is None:
+                yield from self._paragraphs(rows, labels)
+                continue
+            yield table
+            yield from self._below(rows)
+
+    @staticmethod
+    def _labels(rows: Sequence[dict], shared: dict) -> list[str]:
+        """Per row: its kernel and what sets the row apart from the kernel's other specializations."""
+        seen: dict[str, int] = {}
+        labels = []
+        for row in rows:
+            index = seen[row["kernel"]] = seen.get(row["kernel"], -1) + 1
+            labels.append(" ".join(filter(None, [row["kernel"], shared[row["kernel"]][1][index]])))
+        return labels
+
+    @staticmethod
+    def _table(rows: Sequence[dict], labels: Sequence[str], console: Any, options: Any):
+        """The table of `rows` if it fits whole (no column folded): each label and matrix cell on one
+        line, or else the label's kernel over what sets the row apart and the matrix kinds one per
+        line; None if neither fits."""
+        from rich.measure import Measurement
+        from rich.table import Table
+        from rich.text import Text
+
+        for stacked in (False, True):
+            table = Table()
+            for header in _HEADERS:
+                table.add_column(header, justify="left" if header in ("kernel", "status", "matrix") else "right",
+                                 no_wrap=True)
+            for number, (label, row) in enumerate(zip(labels, rows), 1):
+                matrix = _matrix_cell(row)
+                if stacked:
+                    label, matrix = label.replace(" ", "\n", 1), matrix.replace(", ", "\n")
+                status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
+                table.add_row(str(number), Text(label), status, *map(Text, _numbers(row)), Text(matrix))
+            if Measurement.get(console, options.update_width(100_000), table).maximum <= options.max_width:
+                return table
+        return None
+
+    @staticmethod
+    def _details(row: dict) -> list[str]:
+        return ([f"matrix instructions: {', '.join(row['matrix'])}"] if row["matrix"] else []) + \
+            ([row["error"]] if row["error"] else []) + row["notes"]
+
+    def _below(self, rows: Sequence[dict]):
+        """Each detail of the rows once, after the numbers of the rows it concerns."""
+        from rich.padding import Padding
+        from rich.text import Text
+
+        where: dict[str, list[int]] = {}
+        for number, row in enumerate(rows, 1):
+            for text in self._details(row):
+                where.setdefault(text, []).append(number)
+        for text, numbers in where.items():
+            yield Padding(Text.assemble((_refs(numbers), "bold"), ": ", text), (0, 0, 0, 2), expand=False)
+
+    def _paragraphs(self, rows: Sequence[dict], labels: Sequence[str]):
+        """Narrow: each row as a paragraph (its number, label and status; its numbers; its details)."""
+        from rich.padding import Padding
+        from rich.text import Text
+
+        for number, (label, row) in enumerate(zip(labels, rows), 1):
+            yield Text.assemble((f"{number} ", "bold"), (label, "bold"), ": ",
+                                (row["status"], _STATUS_STYLE.get(row["status"], "")))
+            for line in filter(None, [_summary(row), *self._details(row)]):
+                yield Padding(Text(line), (0, 0, 0, 2), expand=False)
+
+
+def _summary(row: dict) -> str:
+    """A row's numbers in words: "238 VGPRs, 58 SGPRs, no scratch, LDS 16.0 KiB, 2 waves per SIMD
+    (VGPR)" (NVIDIA: registers, local memory, shared memory)."""
+    amd = not row["target"].startswith("sm")
+    parts = []
+    if row["vgpr"] is not None:
+        parts.append(f"{row['vgpr']} {'VGPRs' if amd else 'registers'}"
+                     + (f" ({row['agpr']} AGPRs)" if row["agpr"] else ""))
+    if row["sgpr"] is not None:
+        parts.append(f"{row['sgpr']} SGPRs")
+    spill = _spill_cell(row)
+    if spill != "-":
+        memory = "scratch" if amd else "local memory"
+        parts.append(f"no {memory}" if spill == "0" else "spills in registers" if spill == "in regs"
+                     else f"{spill} of {memory}")
+    if row["lds_bytes"] is not None:
+        parts.append(f"{'LDS' if amd else 'shared memory'} {_kib(row['lds_bytes'])}")
+    if row["occupancy"] is not None:
+        waves = f"{row['occupancy']} wave{'' if row['occupancy'] == 1 else 's'}"
+        parts.append(f"{waves} per SIMD ({row['occupancy_limit']})")
+    return ", ".join(parts)
 
 
 def report_markdown(rows: Sequence[dict]) -> str:
-    """The same columns as `report_table`, as a Markdown table (for BENCHMARKS.md and reviews)."""
+    """The rows as a Markdown table (for BENCHMARKS.md and reviews): COLUMNS, one line per kernel
+    specialization and target."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(markdown_code(cell) for cell in cells) + " |" for cells in _table_cells(rows)]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
-# The capture process (sandboxed): the submission under Triton's interpreter, every launch recorded.
+# Capturing (sandboxed): the submission's launches on the task's small cases, as on a target's GPU
+# (a target process) or on the CPU under Triton's interpreter (the child).
 # ---------------------------------------------------------------------------------------------
 def _claim_stdout():
     """The process's real stdout, kept for the report; file descriptor 1 (and with it sys.stdout and
@@ -475,6 +772,17 @@ def _constant(value: Any) -> Any:
     return {"unsupported": type(value).__name__}
 
 
+def _aligned(value: Any, tensor: Any) -> bool:
+    """Whether a tensor argument's address is a multiple of 16. A FakeTensor (a target process's
+    stand-in for device memory) has no address: there, whether its offset into its storage is (GPU
+    allocators align every allocation to 256 bytes or more)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(tensor, FakeTensor):
+        return tensor.storage_offset() * tensor.element_size() % 16 == 0
+    return value.data_ptr() % 16 == 0
+
+
 def _argument(value: Any) -> tuple[Any, Any]:
     """(how to rebuild a runtime argument for any target, its specialization key)."""
     import torch
@@ -482,12 +790,12 @@ def _argument(value: Any) -> tuple[Any, Any]:
     if hasattr(value, "data_ptr") and hasattr(value, "dtype"):  # a tensor, or triton.reinterpret's wrapper
         dtype = value.dtype
         name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else {"tl": dtype.name}
-        base = getattr(value, "base", value)
+        tensor = value if isinstance(value, torch.Tensor) else getattr(value, "base", value)
         try:
-            size = int(base.untyped_storage().nbytes())
+            size = int(tensor.untyped_storage().nbytes())
         except Exception:
             size = 0
-        described = {"tensor": name, "aligned": value.data_ptr() % 16 == 0, "bytes": size}
+        described = {"tensor": name, "aligned": _aligned(value, tensor), "bytes": size}
         return described, ["tensor", name, described["aligned"], size < 2**31]
     if isinstance(value, bool):
         return {"bool": value}, ["bool"]
@@ -504,30 +812,42 @@ def _argument(value: Any) -> tuple[Any, Any]:
 
 
 class Recorder:
-    """Replaces the interpreter's launch entry point; keeps one record per distinct specialization.
-    An autotuned kernel's configurations are all recorded (as warm-up launches, which the
-    interpreter does not run) instead of timed, which needs a GPU; the first one then runs."""
+    """Replaces Triton's launch entry point and keeps one record per distinct specialization. Under
+    the interpreter each launch is recorded, then run; in a target process (no GPU) it is recorded
+    only: the launch returns None, and the kernel's outputs stay as the file allocated them. An
+    autotuned kernel's configurations are all recorded (as warm-up launches) instead of timed, which
+    needs a GPU; the first one is then launched."""
 
     def __init__(self):
         self.launches: dict[str, dict] = {}
         self.case = ""
 
-    def install(self) -> None:
+    def install(self, execute: bool = True) -> None:
         from triton.runtime.autotuner import Autotuner
-        from triton.runtime.interpreter import InterpretedFunction
 
-        original = InterpretedFunction.run
         recorder = self
+        if execute:
+            from triton.runtime.interpreter import InterpretedFunction
 
-        def run(self, *args, grid, warmup, **kwargs):
-            recorder.record(self.fn, args, kwargs, launched=not warmup)
-            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            original = InterpretedFunction.run
+
+            def run(self, *args, grid, warmup, **kwargs):
+                recorder.record(self.fn, args, kwargs, launched=not warmup)
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+            InterpretedFunction.run = run
+        else:
+            from triton.runtime.jit import JITFunction
+
+            def record_only(self, *args, grid, warmup, **kwargs):
+                recorder.record(self.fn, args, kwargs, launched=not warmup)
+
+            JITFunction.run = record_only
 
         def bench(self, *args, config, **meta):
             self.fn.run(*args, **{**meta, "warmup": True}, **config.all_kwargs())
             return [float(self.configs.index(config))]  # "fastest" = the first configuration
 
-        InterpretedFunction.run = run
         Autotuner._bench = bench
 
     def record(self, fn: Any, args: tuple, kwargs: dict, launched: bool = True) -> None:
@@ -554,9 +874,12 @@ class Recorder:
             entry["cases"].append(self.case)
 
 
-def _capture(submission: str, task: str, cases: Optional[int]) -> tuple[list[dict], Optional[str]]:
-    """Every distinct launch of the task's small test cases under the interpreter, and the one-line
-    reason the run stopped early (None if it did not)."""
+def _capture(submission: str, task: str, cases: Optional[int],
+             device: Optional[TargetDevice] = None) -> tuple[list[dict], Optional[str], Optional[str]]:
+    """Every distinct launch of the task's small test cases: on the CPU under the interpreter, or
+    with `device` (installed by install_device before this) as a run on it launches them, the
+    inputs on "cuda" (on_device). Returns (launches, the one-line reason the CPU run stopped early,
+    the one-line reason the file cannot be planned as on `device`); None where there is none."""
     import torch
 
     from harness import compat
@@ -565,58 +888,173 @@ def _capture(submission: str, task: str, cases: Optional[int]) -> tuple[list[dic
     from harness.worker.loop import _load, _LoadError
 
     recorder = Recorder()
-    recorder.install()
+    recorder.install(execute=device is None)
     problem = load_problem(task)
     compat.install()
     try:
         kernel = _load(submission)
     except _LoadError as exc:
-        return [], f"loading {Path(submission).name}: {exc.kind}: {exc}"
+        if device is not None:
+            return [], None, f"importing it as on {device.name} failed: {exc.kind}: {exc}"
+        return [], f"loading {Path(submission).name}: {exc.kind}: {exc}", None
+    if device is not None:
+        import warnings
+
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        # (a file that keys a cache on data_ptr() gets the storage offset, with a deprecation warning)
+        warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
     for case in problem.spec.cases("test", small=True)[:cases]:
         recorder.case = problem.label(case.args)
         data = problem.generate(case.args, case.seed, torch.device("cpu"))
         try:
-            kernel(data)
-        except BaseException as exc:  # the submission's fault: report it, keep what was captured
-            return list(recorder.launches.values()), f"custom_kernel raised on case {recorder.case}: {one_line(exc)}"
-    return list(recorder.launches.values()), None
+            if device is None:
+                kernel(data)
+                continue
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                kernel(on_device(data))
+        except BaseException as exc:  # the submission's fault, or what a GPU-less process lacks
+            if device is not None:
+                return [], None, f"custom_kernel raised on case {recorder.case} as on {device.name}: {one_line(exc)}"
+            stopped = f"custom_kernel raised on case {recorder.case}: {one_line(exc)}"
+            return list(recorder.launches.values()), stopped, None
+    return list(recorder.launches.values()), None, None
+
+
+@dataclasses.dataclass
+class _Stage:
+    """What a target or compile process reported (its JSON lines), and how it ended."""
+
+    launches: Optional[list] = None      # the launches it compiles (a target process says them first)
+    rows: list = dataclasses.field(default_factory=list)
+    problem: Optional[str] = None
+    fallback: Optional[str] = None       # why the target's launches must come from the CPU instead
+    code: int = 0
+
+
+def _run_stage(flag: str, payload: dict, env: dict) -> _Stage:
+    """Start `python -m harness.crosscompile FLAG`, hand it `payload` on stdin, read its lines."""
+    stage = _Stage()
+    process = subprocess.Popen([sys.executable, "-m", "harness.crosscompile", flag], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process.stdin.write(json.dumps(payload))
+    process.stdin.close()
+    for line in process.stdout:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(item, dict):
+            continue
+        if "kernel" in item and "target" in item:  # a row
+            stage.rows.append(item)
+            continue
+        if isinstance(item.get("launches"), list):
+            stage.launches = item["launches"]
+        if isinstance(item.get("rows"), list):  # rows together (the form of the child's own report)
+            stage.rows += [row for row in item["rows"] if isinstance(row, dict)]
+        if isinstance(item.get("problem"), str):
+            stage.problem = item["problem"]
+        if isinstance(item.get("fallback"), str):
+            stage.fallback = item["fallback"]
+    stage.code = process.wait()
+    return stage
+
+
+def _finished(stage: _Stage, targets: Sequence[str], plan: str, on_target: bool) -> list[dict]:
+    """A stage's rows for `targets`, each saying how its launches were planned, and a failed row for
+    every (launch, target) a stage that ended in an error never reported; its problem in every note."""
+    rows = list(stage.rows)
+    done = {(row.get("index"), row.get("target")) for row in rows}
+    lost = f"the compile process ended with code {stage.code} before finishing this kernel"
+    for index, launch in enumerate(stage.launches or []):
+        for target in targets:
+            if (index, target) not in done and stage.code != 0:
+                rows.append(_row(launch, target, status="failed", error=lost))
+    for row in rows:
+        row.update(plan=plan, on_target=on_target)
+        if stage.problem and isinstance(row.get("notes"), list):
+            row["notes"].append(stage.problem)
+    return rows
 
 
 def _child_main(args: argparse.Namespace) -> int:
-    """The capture process: launches under the interpreter, then the compile process for them."""
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: kernels become interpreted functions
+    """The child: a target process per target with a known GPU; the launches of the others (and of
+    any the file cannot be planned for as on its GPU) captured here on the CPU under the interpreter
+    and compiled by a compile process. Writes {"rows": [...], "problem": ...} to its stdout; a target
+    process ended before reporting anything (the submission exited) ends it with the same code."""
+    from concurrent.futures import ThreadPoolExecutor
+
     report = _claim_stdout()
-    launches, problem = _capture(args.submission, args.task, args.cases)
+    targets = list(dict.fromkeys(args.target or DEFAULT_TARGETS))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    devices = {target: target_device(target) for target in targets}
+    planned = [target for target in targets if devices[target] is not None]
+    payload = {"submission": args.submission, "task": args.task, "cases": args.cases, "constexprs": args.set,
+               "options": args.option}
+    with ThreadPoolExecutor(max(1, min(len(planned), os.cpu_count() or 1))) as pool:
+        stages = dict(zip(planned, pool.map(lambda t: _run_stage("--target-stage", {**payload, "target": t}, env),
+                                            planned)))
     rows: list[dict] = []
+    problems: list[str] = []
+    on_cpu = {t: NO_DEVICE.format(target=t, known=", ".join(TARGET_DEVICES)) for t in targets if devices[t] is None}
+    for target, stage in stages.items():
+        if stage.fallback is not None:
+            on_cpu[target] = stage.fallback
+        elif stage.launches is None and not stage.rows and stage.code != 0:
+            return stage.code if stage.code > 0 else 128 - stage.code  # (a signal: 128 + its number)
+        else:
+            rows += _finished(stage, [target], PLANNED_ON_TARGET.format(device=devices[target].describe()), True)
+            problems += [stage.problem] if stage.problem else []
+    if on_cpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: kernels become interpreted functions
+        launches, problem, _ = _capture(args.submission, args.task, args.cases)
+        try:
+            launches = apply_overrides(launches, args.set, args.option)
+        except ValueError as exc:
+            launches, problem = [], str(exc)
+        stage = _Stage(launches=launches, problem=problem)
+        if launches:
+            stage = _run_stage("--compile-stage", {"submission": args.submission, "launches": launches,
+                                                   "targets": list(on_cpu)}, env)
+            stage.launches, stage.problem = launches, stage.problem or problem
+        for target, why in on_cpu.items():
+            device = devices[target]
+            plan = PLANNED_ON_CPU.format(device=device.name if device else target, why=why)
+            rows += _finished(dataclasses.replace(stage, rows=[r for r in stage.rows if r.get("target") == target]),
+                              [target], plan, False)
+        problems += [stage.problem] if stage.problem else []
+    order = {target: i for i, target in enumerate(targets)}
+    rows.sort(key=lambda row: (order.get(row.get("target"), len(order)), row.get("index") or 0))
+    report.write(json.dumps({"rows": rows, "problem": None if rows else (problems[0] if problems else None)}))
+    report.close()
+    return 0
+
+
+def _target_stage_main() -> int:
+    """A target process: reads {submission, task, cases, constexprs, options, target} on stdin; with
+    the target's GPU installed, captures the launches ({"launches": [...], "problem": ...} first, or
+    {"fallback": why} when they cannot be planned as there) and compiles each for the target (a
+    line per row, as each is done), on stdout."""
+    payload = json.loads(sys.stdin.read())
+    report = _claim_stdout()
+
+    def emit(item: dict) -> None:
+        report.write(json.dumps(item) + "\n")
+        report.flush()
+
+    device = target_device(payload["target"])
+    install_device(device)
+    launches, problem, fallback = _capture(payload["submission"], payload["task"], payload["cases"], device)
+    if fallback is not None:
+        emit({"fallback": fallback})
+        return 0
     try:
-        launches = apply_overrides(launches, args.set, args.option)
+        launches = apply_overrides(launches, payload["constexprs"], payload["options"])
     except ValueError as exc:
         launches, problem = [], str(exc)
-    if launches:
-        payload = {"submission": args.submission, "launches": launches, "targets": args.target or list(DEFAULT_TARGETS)}
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        stage = subprocess.Popen([sys.executable, "-m", "harness.crosscompile", "--compile-stage"], env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        stage.stdin.write(json.dumps(payload))
-        stage.stdin.close()
-        for line in stage.stdout:
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(item, dict) and isinstance(item.get("problem"), str):
-                problem = item["problem"]  # the stage stopped before compiling
-            elif isinstance(item, dict):
-                rows.append(item)
-        code = stage.wait()
-        done = {(row.get("index"), row.get("target")) for row in rows}
-        lost = f"the compile process ended with code {code} before finishing this kernel"
-        for index, launch in enumerate(launches):  # what a crashed compiler process never reported
-            for target in payload["targets"]:
-                if (index, target) not in done and code != 0:
-                    rows.append(_row(launch, target, status="failed", error=lost))
-    report.write(json.dumps({"rows": rows, "problem": problem}))
-    report.close()
+    emit({"launches": launches, "problem": problem})
+    _compile_all(sys.modules.get("submission"), launches, [payload["target"]], emit)
     return 0
 
 
@@ -624,8 +1062,9 @@ def _child_main(args: argparse.Namespace) -> int:
 # The compile process (sandboxed, no interpreter): every launch rebuilt and compiled per target.
 # ---------------------------------------------------------------------------------------------
 def _row(launch: dict, target: str, **fields: Any) -> dict:
-    row = {"kernel": launch["kernel"], "target": target, "status": "compiled", "error": None,
-           "launches": launch["launches"], "cases": launch["cases"], "overrides": launch.get("overrides", []),
+    row = {"kernel": launch["kernel"], "target": target, "plan": "", "on_target": False, "status": "compiled",
+           "error": None, "launches": launch["launches"], "cases": launch["cases"],
+           "overrides": launch.get("overrides", []),
            "signature": {name: _type_text(d) for name, d in launch["args"].items() if "constexpr" not in d},
            "constexprs": {name: d["constexpr"] for name, d in launch["args"].items() if "constexpr" in d},
            "options": launch["options"], "compile_args": {}, "vgpr": None, "agpr": None, "sgpr": None,
@@ -889,11 +1328,34 @@ def _ptxas_problem(capability: int) -> Optional[str]:
     return None if path and os.path.exists(path) else f"ptxas not found: {NEED_PTXAS}"
 
 
+def _compile_all(module: Any, launches: list[dict], targets: Sequence[str], emit: Any) -> None:
+    """Each launch compiled for each target, each row emitted (with "index": the launch's) as it is
+    done."""
+    import triton
+
+    registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
+    for index, launch in enumerate(launches):
+        try:
+            fn, missing = _lookup(module, launch, registry), None
+        except LookupError as exc:
+            fn, missing = None, str(exc)
+        for target in targets:
+            vendor, arch, _ = parse_target(target)
+            skip = _ptxas_problem(arch) if vendor == "cuda" else None
+            if missing:
+                row = _row(launch, target, status="failed", error=missing)
+            elif skip:
+                row = _row(launch, target, status="skipped", error=skip)
+            else:
+                row = compile_launch(fn, launch, target, registry)
+            emit({**row, "index": index})
+
+
 def _compile_stage_main() -> int:
-    """The compile process: reads {submission, launches, targets} on stdin and writes one JSON row
-    per (launch, target) on stdout as each is done."""
+    """The compile process, for launches captured on the CPU: reads {submission, launches, targets}
+    on stdin, imports the submission without the interpreter and writes each row on stdout as a
+    line of JSON as it is done (_compile_all; tools/plan_compile.py reads them too)."""
     payload = json.loads(sys.stdin.read())
-    launches = payload["launches"]
     report = _claim_stdout()
 
     def emit(item: dict) -> None:
@@ -910,24 +1372,7 @@ def _compile_stage_main() -> int:
     except BaseException as exc:
         emit({"problem": f"importing the submission without the interpreter failed: {one_line(exc)}"})
         return 0
-    import triton
-
-    registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
-    for index, launch in enumerate(launches):
-        try:
-            fn, missing = _lookup(module, launch, registry), None
-        except LookupError as exc:
-            fn, missing = None, str(exc)
-        for target in payload["targets"]:
-            vendor, arch, _ = parse_target(target)
-            skip = _ptxas_problem(arch) if vendor == "cuda" else None
-            if missing:
-                row = _row(launch, target, status="failed", error=missing)
-            elif skip:
-                row = _row(launch, target, status="skipped", error=skip)
-            else:
-                row = compile_launch(fn, launch, target, registry)
-            emit({**row, "index": index})
+    _compile_all(module, payload["launches"], payload["targets"], emit)
     return 0
 
 
@@ -953,8 +1398,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--markdown", help="write the table to this file as Markdown")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compile-stage", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--target-stage", action="store_true", help=argparse.SUPPRESS)
     if argv is None and "--compile-stage" in sys.argv[1:]:  # its input comes on stdin
         return _compile_stage_main()
+    if argv is None and "--target-stage" in sys.argv[1:]:
+        return _target_stage_main()
     args = parser.parse_args(argv)
     if args.child:
         return _child_main(args)
@@ -984,17 +1432,14 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def show_report(console: Any, rows: Sequence[dict], name: str, targets: Sequence[str], detail: str = "") -> bool:
-    """Print one submission's report (or that it launched no Triton kernel) to a rich console;
-    whether every kernel compiled for every target. `detail` ends the title."""
-    from rich.markup import escape
-
+    """Print one submission's report (CompileReport, or that it launched no Triton kernel) to a rich
+    console; whether every kernel compiled for every target. `detail` ends the title."""
     if not rows:
-        console.print(f"{escape(name)} launched no Triton kernel on the CPU: nothing to compile.")
+        from rich.text import Text
+
+        console.print(Text(f"{name} launched no Triton kernel on the task's small cases: nothing to compile."))
         return True
-    if not rows[0]["sandboxed"]:
-        console.print(f"warning: {escape(name)} ran without the OS sandbox")
-    console.print(report_table(rows, title=f"{escape(name)}: Triton kernels compiled for {', '.join(targets)} "
-                                           f"(captured on the CPU in Triton's interpreter, compiled offline){detail}"))
+    console.print(CompileReport(rows, name, targets, detail))
     return all(row["status"] == "compiled" for row in rows)
 
 

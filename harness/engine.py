@@ -128,7 +128,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     result.sandboxed = box.sandboxed
     result.audit = ctx.fence if ctx.fence != "fenced" else "unverified: the worker did not start"
     auditor: list = []  # the audit's worker, started as the tests begin, idle before any timed call (leaderboard mode)
-    finished = False
+    finished = ended = False
     try:
         # The worker imports torch and the submission meanwhile; the scan runs in the parent.
         result.scan = clock.timed("static scan", scan, path)
@@ -140,7 +140,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             return result
         if ctx.fence == "fenced":
             result.audit = FENCED if box.fence is not None else f"unverified: {box.fence_note} (the worker's own events)"
-        _run_steps(path, ctx, mode, steps, first, box, result, progress, clock, auditor)
+        ended = _run_steps(path, ctx, mode, steps, first, box, result, progress, clock, auditor)
         result.ok = bool(result.cases) and all(c.ok for c in result.cases)
         if mode == "leaderboard" and result.ok and box.fence is None:  # unfenced: the profiler's audit
             auditing = auditor.pop() if auditor else None
@@ -157,8 +157,9 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
         for unused in auditor:  # started, never used (a test failed): ended at once
             unused.worker.close(grace=0)
             audit.discard_report(unused.worker.scratch)
-        if finished and ctx.problem.spec.companion and not result.error and any(
-                c.kind == "test" and not c.ok and not c.reason.startswith(("timeout", "crashed")) for c in result.cases):
+        # the companion's verdict is for a file that answered wrong; one that hung or crashed is run once
+        if finished and not ended and ctx.problem.spec.companion and not result.error and any(
+                c.kind == "test" and not c.ok for c in result.cases):
             result.companion = clock.timed("companion", _companion_verdict, path, ctx)
         result.phases["total"] = time.perf_counter() - wall
 
@@ -210,8 +211,9 @@ def _companion_lax(companion: Path, ctx: RunContext) -> str:
 
 
 def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional["_Inputs"], box: Sandbox,
-               result: SubmissionResult, progress: Progress, clock: PhaseClock, auditor: list) -> None:
-    """The cases, one after the other, into `result.cases`; a worker that dies ends them."""
+               result: SubmissionResult, progress: Progress, clock: PhaseClock, auditor: list) -> bool:
+    """The cases, one after the other, into `result.cases`; a worker that dies (a timeout, a crash)
+    ends them. Whether one did."""
     for i, (case, action) in enumerate(steps):
         if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
             result.cases.append(_result(case, False, "not run: a test case failed"))
@@ -240,9 +242,10 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
                 progress("case_end", result=outcome)
                 result.cases += [_result(later, False, "not run: the worker died on an earlier case")
                                  for later, _ in steps[i + 1:]]
-                return
+                return True
         result.cases.append(outcome)
         progress("case_end", result=outcome)
+    return False
 
 
 def plan(spec: Any, mode: str, small: bool) -> list[tuple[Case, str]]:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from harness.results import geomean, is_verified, ranked
+from harness.results import CPU_TIMING_METHOD, geomean, is_cpu_timed, is_verified, ranked
 from harness.store import Store
 
 
@@ -82,10 +82,14 @@ def _num(x: Optional[float], digits: int = 1) -> str:
 def render(run, rows: list[dict], bandwidth: Optional[float], history: dict[str, list[dict]]) -> str:
     labels = _union([r["cases"] for r in rows])
     verified = sum(r["verified"] for r in rows)
+    cpu = any(is_cpu_timed(r["timing"]) for r in rows)  # (then the run's timing is the CPU's, whatever it stored)
     head = (f"Run {run['id']} · {esc(run['task'])} · {esc(run['mode'])} · {esc(run['device'])} · "
-            f"{esc(run['started'])} · commit {esc(run['git_commit'] or '-')} · timing: {esc(run['timing'])}"
+            f"{esc(run['started'])} · commit {esc(run['git_commit'] or '-')} · "
+            f"timing: {esc(CPU_TIMING_METHOD if cpu else run['timing'])}"
             + (f" · copy bandwidth {bandwidth / 1e12:.2f} TB/s" if bandwidth else ""))
     body = [f"<h1>Leaderboard</h1><p class=meta>{head}</p>",
+            *(["<p class=warn><b>Not a GPU ranking: CPU times (Triton kernels in its interpreter).</b> They show "
+               "that timing works; they do not say which kernel is faster on a GPU.</p>"] if cpu else []),
             "<p class=note>µs: median time per call (± its 95% interval). Ranks 1, 2, … are timings measured "
             "outside the submission's process (verified); u1, u2, … were timed inside it (unverified) and are "
             f"ranked apart. {verified} of {len(rows)} submission(s) verified.</p>",

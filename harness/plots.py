@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from harness.results import SubmissionResult
+from harness.results import CaseResult, SubmissionResult, cpu_timed, geomean
 
 
 class PlotError(RuntimeError):
@@ -32,7 +33,7 @@ def write_plots(results: Sequence[SubmissionResult], label: Callable[[dict], str
     passing = sorted((r for r in results if r.geomean_us() is not None), key=lambda r: r.geomean_us())
     if not passing:
         raise PlotError("--plot: no submission passed with timings, nothing to plot")
-    return [_leaderboard(plt, passing, label, device, folder / "leaderboard.png"),
+    return [_leaderboard(plt, passing, label, device, folder / "leaderboard.png", cpu_timed(results)),
             _roofline(plt, passing, label, bandwidth, device, folder / "roofline.png")]
 
 
@@ -40,26 +41,57 @@ def _cases(r: SubmissionResult):
     return [c for c in r.cases if c.kind == "benchmark" and c.ok and c.device]
 
 
-def _leaderboard(plt, results, label, device: str, path: Path) -> Path:
+LOG_FLOOR = 1e-3  # an interval reaching 0 or below is drawn down to this fraction of its median (log axes)
+
+
+def interval_us(c: CaseResult) -> tuple[float, float]:
+    """The 95% interval of a case's median, in µs, as the run stored it (median ± ci_rel · median,
+    harness/timing.py), its low end kept above 0 for the log axes."""
+    median, ci = c.device.median * 1e6, c.device.ci_rel
+    high = median * (1 + ci) if math.isfinite(ci) else median / LOG_FLOOR
+    return max(median * (1 - ci), median * LOG_FLOOR), high
+
+
+def geomean_interval_us(r: SubmissionResult) -> tuple[float, float]:
+    """Where the geomean of the per-case medians lies when each median lies in its 95% interval:
+    the geomean of the intervals' low ends to that of their high ends."""
+    lows, highs = zip(*(interval_us(c) for c in _cases(r)))
+    return geomean(list(lows)), geomean(list(highs))
+
+
+def _errors(values: Sequence[float], intervals: Sequence[tuple[float, float]]) -> list[list[float]]:
+    """matplotlib's asymmetric error bars: [below each value, above each value]."""
+    return [[v - lo for v, (lo, _) in zip(values, intervals)], [hi - v for v, (_, hi) in zip(values, intervals)]]
+
+
+def _leaderboard(plt, results, label, device: str, path: Path, cpu: bool = False) -> Path:
+    """Per submission its geomean, per case its median, each with its 95% interval as an error bar.
+    `cpu`: CPU times, titled as no GPU ranking."""
     cases = [label(c.args) for c in _cases(results[0])]
     fig, (left, right) = plt.subplots(1, 2, figsize=(15, 1.2 + 0.6 * max(3, len(results))),
                                       gridspec_kw={"width_ratios": [1, 2.2]})
     names = [r.name for r in results][::-1]
     geo = [r.geomean_us() for r in results][::-1]
-    bars = left.barh(names, geo, color="tab:blue")
-    left.bar_label(bars, labels=[f"{g:,.1f} µs" for g in geo], padding=3, fontsize=9)
+    spans = [geomean_interval_us(r) for r in results][::-1]
+    left.barh(names, geo, color="tab:blue", xerr=_errors(geo, spans), error_kw={"capsize": 3, "elinewidth": 1})
+    for y, (g, (_, high)) in enumerate(zip(geo, spans)):  # the value beyond its error bar
+        left.annotate(f"{g:,.1f} µs", (high, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
     left.set_xscale("log")
-    left.set_xlabel("geometric mean of per-case medians, µs (log; lower is better)")
-    left.set_title("Ranking")
+    left.set_xlabel("geometric mean of per-case medians, µs (log; lower is better);\n"
+                    "error bars: the geomean with every median at its 95% interval's ends")
+    left.set_title("CPU times: not a GPU ranking" if cpu else "Ranking")
     width = 0.8 / len(results)
     for i, r in enumerate(results):
-        medians = {label(c.args): c.device.median * 1e6 for c in _cases(r)}
-        xs = [j + i * width for j in range(len(cases))]
-        right.bar(xs, [medians.get(c, 0) for c in cases], width=width, label=r.name)
+        timed = {label(c.args): c for c in _cases(r)}
+        shown = [c for c in cases if c in timed]  # (a case it has no time for gets no bar)
+        medians = [timed[c].device.median * 1e6 for c in shown]
+        xs = [cases.index(c) + i * width for c in shown]
+        right.bar(xs, medians, width=width, label=r.name, yerr=_errors(medians, [interval_us(timed[c]) for c in shown]),
+                  error_kw={"capsize": 2, "elinewidth": 1})
     right.set_xticks([j + width * (len(results) - 1) / 2 for j in range(len(cases))], cases, rotation=0)
     right.set_yscale("log")
-    right.set_ylabel("median device time per call, µs (log)")
-    right.set_title("Per case")
+    right.set_ylabel(f"median {'CPU' if cpu else 'device'} µs per call (log)")
+    right.set_title("Per case (error bars: the median's 95% interval)")
     right.legend(fontsize=8, loc="upper left")
     right.grid(axis="y", which="both", alpha=0.3)
     fig.suptitle(f"Leaderboard on {device}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from rich.cells import cell_len, chop_cells
@@ -15,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.channel import markdown_code, markdown_text
-from harness.results import CaseResult, SubmissionResult, ranked
+from harness.results import CPU_TIMING_METHOD, CaseResult, SubmissionResult, board_order, cpu_timed
 from harness.scan import ScanResult
 
 # Wide tables stay readable when piped to a file or a CI log (rich would wrap at 80 columns).
@@ -199,6 +200,8 @@ def submission_table(result: SubmissionResult, label: Callable[[dict], str],
 
 
 RANK_TITLES = {"geom": "geomean µs", "mean": "mean µs", "last": "last case µs"}
+# Over a leaderboard of CPU times (results.cpu_timed), in the table and the Markdown export; one line at 80 columns
+CPU_BANNER = "Not a GPU ranking: CPU times (Triton kernels in its interpreter), so no ranks."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,8 +229,10 @@ class _BoardRow:
 
 class Leaderboard:
     """Ranked: passing submissions by the task's ranking (geometric mean of per-case medians by
-    default), then failures with their reason. Laid out for the width it is printed at: the first of
-    LAYOUTS whose columns fit (numbers and names are never cut; only the detail column gives way)."""
+    default), then failures with their reason. On the CPU (results.cpu_timed) nothing is ranked: no
+    rank column, rows by name, and CPU_BANNER over the table. Laid out for the width it is printed
+    at: the first of LAYOUTS whose columns fit (numbers and names are never cut; only the detail
+    column gives way)."""
 
     LAYOUTS = (  # richest first; each rung gives up one thing, moved under the table
         BoardLayout(cases_inline=True, scan="full", name_limit=None, detail_inline=True),
@@ -241,13 +246,19 @@ class Leaderboard:
 
     def __init__(self, results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
                  bandwidth: Optional[float] = None, ranking: str = "geom"):
-        order = ranked(results, lambda r: r.score_us(ranking), lambda r: r.verified, lambda r: r.name)
+        order = board_order(results, ranking)
+        self.cpu = cpu_timed(results)
         bench_cases = next((r.cases for r in results if any(c.kind == "benchmark" for c in r.cases)), [])
         self.columns = [_case_label(c, label) for c in bench_cases if c.kind == "benchmark"]
         indices = [c.index for c in bench_cases if c.kind == "benchmark"]
-        self.title = (f"Leaderboard on {device} (µs, median device time per call; rank by {RANK_TITLES[ranking]}; "
-                      "⚠ = a timing warning, see the per-case table or exports)")
-        if any(r.score_us(ranking) is not None and not r.verified for r in results):
+        if self.cpu:
+            self.title = (f"Results on {device} (µs, median time per call on the CPU, by name; on a GPU the table "
+                          f"would rank by {RANK_TITLES[ranking]}; ⚠ = a timing warning, see the per-case table or "
+                          "exports)")
+        else:
+            self.title = (f"Leaderboard on {device} (µs, median device time per call; rank by "
+                          f"{RANK_TITLES[ranking]}; ⚠ = a timing warning, see the per-case table or exports)")
+        if not self.cpu and any(r.score_us(ranking) is not None and not r.verified for r in results):
             self.title += "; u = unverified: timed inside the submission's process, ranked apart"
         self.score_title = RANK_TITLES[ranking]
         self.rows: list[_BoardRow] = []
@@ -274,7 +285,8 @@ class Leaderboard:
     def main_table(self, console: Console, layout: BoardLayout, detail_width: Optional[int]) -> Table:
         """The ranked table; with a detail column `detail_width` cells wide when that is not None."""
         table = Table(title=Text(self.title), title_justify="left")
-        table.add_column("#", justify="right", no_wrap=True)
+        if not self.cpu:
+            table.add_column("#", justify="right", no_wrap=True)
         table.add_column("submission", no_wrap=True)
         table.add_column("status", no_wrap=True)
         table.add_column(_header(self.score_title), justify="right", style="bold", no_wrap=True)
@@ -287,7 +299,7 @@ class Leaderboard:
         if detail_width is not None:
             table.add_column("detail", width=detail_width, no_wrap=True, overflow="ellipsis")
         for row in self.rows:
-            cells = [row.rank, self._name(row, layout), row.status, row.score, row.roofline]
+            cells = ([] if self.cpu else [row.rank]) + [self._name(row, layout), row.status, row.score, row.roofline]
             if layout.cases_inline:
                 cells += row.cases
             if layout.scan != "below":
@@ -336,6 +348,8 @@ class Leaderboard:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         layout, detail_width = self.layout(console, options)
+        if self.cpu:
+            yield Text(CPU_BANNER, style="bold yellow")
         yield self.main_table(console, layout, detail_width)
         if not layout.cases_inline:
             yield from self.case_tables(console, options, layout)
@@ -418,30 +432,160 @@ def _case_label(c: CaseResult, label: Callable[[dict], str]) -> str:
     return label(c.args) if c.args else c.name
 
 
-def history_table(rows: Sequence[Any], task: str, check: str) -> Table:
-    table = Table(title=f"Passing leaderboard results of task {escape(task)}, check {escape(check)}, per submission "
-                        "version, device and timing method (complete runs of the task's own cases; a best far below "
-                        "the median is one lucky run)", title_justify="left")
-    for col in ("submission", "version", "best geomean µs", "median of runs µs", "runs", "task · check", "timing",
-                "sandbox", "last run", "device"):
-        table.add_column(col, justify="right" if "µs" in col or col == "runs" else "left")
-    for row in rows:
-        task = f"{row['task']} · {row['check'] or '-'}" + (" · small shapes" if row["cases"] == "small" else "")
-        table.add_row(escape(row["name"]), row["version"], _us(row["best_us"]), _us(row["median_us"]),
-                      str(row["runs"]), escape(task), "CUDA graphs" if row["timing"] == "graph" else row["timing"],
-                      {1: "yes", 0: "[red]NO[/]"}.get(row["sandboxed"], "-"), row["last_run"], row["device"])
-    return table
+# ---------------------------------------------------------------- history and self-test, laid out to fit
+# As the leaderboard: the richest layout whose tables fit the width they are printed at, else one that
+# stacks two values in a cell (two lines per row) rather than fold a number, a name or a date.
+
+def _fits(console: Console, options: ConsoleOptions, tables: Sequence[Table]) -> bool:
+    return all(_natural_width(console, options, table) <= options.max_width for table in tables)
 
 
-def runs_table(rows: Sequence[Any]) -> Table:
-    table = Table(title="Runs (newest first)", title_justify="left")
-    for col in ("run", "started", "status", "mode", "device", "commit", "sandbox", "passed"):
-        table.add_column(col)
-    for r in rows:
-        fence = {1: "yes", 0: "[red]NO[/]"}.get(r["sandboxed"], "-")  # "-": a run from before the sandbox
-        table.add_row(str(r["id"]), r["started"], r["status"], r["mode"], r["device"], r["git_commit"] or "-",
-                      fence, f"{r['passed']}/{r['submissions']}")
-    return table
+def _when(stamp: str) -> str:
+    """A stored time ("2026-12-04T19:00:40+00:00", UTC) as "2026-12-04 19:00:40"."""
+    return stamp[:19].replace("T", " ") if len(stamp) >= 19 and stamp[10:11] == "T" else stamp
+
+
+def _sandbox(flag: Optional[int], words: bool = False) -> str:
+    """A stored sandbox flag: yes / NO (red) / "-" (a run from before the sandbox); as words for a heading."""
+    if words:
+        return {1: "sandboxed", 0: "[red]UNSANDBOXED[/]"}.get(flag, "sandbox not recorded")
+    return {1: "yes", 0: "[red]NO[/]"}.get(flag, "-")
+
+
+class HistoryTable:
+    """--history: per submission file version, the best and the median passing geomean of the stored
+    leaderboard runs of one task and check. At a width where one line per version holds every
+    column, one table; else one table per device, timing method, shapes and sandbox (named above
+    it), one line per version; else two lines per version (its hash under its name, the last run's
+    time under its date); else with long names shortened too (in full under the tables)."""
+
+    def __init__(self, rows: Sequence[Any], task: str, check: str):
+        self.rows = list(rows)
+        self.title = Text(f"Passing leaderboard results of task {task}, check {check}: per submission version, its "
+                          "best geomean and the median of runs, over complete runs of the task's own cases (a best "
+                          "far below the median is one lucky run)")
+
+    @staticmethod
+    def _timing(row: Any) -> str:
+        return "CUDA graphs" if row["timing"] == "graph" else row["timing"]
+
+    @staticmethod
+    def _shapes(row: Any) -> str:
+        return "small shapes" if row["cases"] == "small" else "the task's shapes"
+
+    def wide(self) -> Table:
+        table = Table(title=self.title, title_justify="left")
+        for col in ("submission", "version", "best geomean µs", "median of runs µs", "runs", "shapes", "timing",
+                    "sandbox", "last run (UTC)", "device"):
+            table.add_column(col, justify="right" if "µs" in col or col == "runs" else "left", no_wrap=True)
+        for row in self.rows:
+            table.add_row(escape(row["name"]), row["version"], _us(row["best_us"]), _us(row["median_us"]),
+                          str(row["runs"]), "small" if row["cases"] == "small" else "task", escape(self._timing(row)),
+                          _sandbox(row["sandboxed"]), _when(row["last_run"]), escape(row["device"]))
+        return table
+
+    def sections(self) -> list[tuple[str, list[Any]]]:
+        """The rows grouped by what makes their numbers comparable, each group with its heading."""
+        groups: dict[tuple, list[Any]] = {}
+        for row in self.rows:
+            groups.setdefault((row["device"], self._timing(row), self._shapes(row), row["sandboxed"]), []).append(row)
+        return [(f"{escape(device)} · {escape(timing)} · {shapes} · {_sandbox(sandboxed, words=True)}", rows)
+                for (device, timing, shapes, sandboxed), rows in groups.items()]
+
+    @staticmethod
+    def section(rows: Sequence[Any], stacked: bool, limit: Optional[int]) -> Table:
+        table = Table()
+        name = (lambda n: short_name(n, limit)) if limit else (lambda n: n)
+        if stacked:
+            table.add_column("submission\nversion", no_wrap=True)
+        else:
+            table.add_column("submission", no_wrap=True)
+            table.add_column("version", no_wrap=True)
+        table.add_column("best\nµs", justify="right", no_wrap=True)
+        table.add_column("median\nµs", justify="right", no_wrap=True)
+        table.add_column("runs", justify="right", no_wrap=True)
+        table.add_column("last run\n(UTC)", no_wrap=True)
+        for row in rows:
+            when = _when(row["last_run"])
+            first = [f"{escape(name(row['name']))}\n{row['version']}"] if stacked else [escape(name(row["name"])),
+                                                                                       row["version"]]
+            table.add_row(*first, _us(row["best_us"]), _us(row["median_us"]), str(row["runs"]),
+                          when.replace(" ", "\n", 1) if stacked else when)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.rows:
+            yield self.title
+            yield Text("None stored yet.", style="dim")
+            return
+        wide = self.wide()
+        if _fits(console, options, [wide]):
+            yield wide
+            return
+        sections = self.sections()
+        for stacked, limit in ((False, None), (True, None), (True, NAME_LIMIT)):
+            tables = [self.section(rows, stacked, limit) for _, rows in sections]
+            if _fits(console, options, tables):
+                break
+        yield self.title
+        for (heading, _), table in zip(sections, tables):
+            yield Text.from_markup(heading, style="bold")
+            yield table
+        if limit:
+            yield from _notes("Shortened names, in full:", [("", row["name"]) for row in self.rows
+                                                            if short_name(row["name"], limit) != row["name"]])
+
+
+def history_table(rows: Sequence[Any], task: str, check: str) -> HistoryTable:
+    """The best stored leaderboard result per submission version (--history), laid out for the
+    width it is printed at."""
+    return HistoryTable(rows, task, check)
+
+
+def command() -> str:
+    """How this harness was started, for a hint to type: `mla-eval` when installed so, else `python eval.py`."""
+    import sys
+
+    return "mla-eval" if Path(sys.argv[0]).name == "mla-eval" else "python eval.py"
+
+
+class RunsTable:
+    """--mode history: the stored runs, newest first, and the command that compares two of them. One
+    line per run where that fits the width, else two (the status under the start, the device under
+    the mode, the sandbox under the commit)."""
+
+    def __init__(self, rows: Sequence[Any], db: Optional[str] = None):
+        self.rows = list(rows)
+        timed = [r["id"] for r in self.rows if r["mode"] in ("benchmark", "leaderboard") and r["status"] == "complete"]
+        where = f" --db {db}" if db else ""
+        self.hint = (f"{command()} --mode history{where} --compare "
+                     + (f"{timed[1]} {timed[0]}" if len(timed) > 1 else "RUN_A RUN_B"))
+
+    def table(self, stacked: bool) -> Table:
+        table = Table(title="Runs (newest first)", title_justify="left")
+        pairs = [("run", None), ("started (UTC)", "status"), ("mode", "device"), ("commit", "sandbox"),
+                 ("passed", None)]
+        columns = pairs if stacked else [(a, None) for pair in pairs for a in pair if a is not None]
+        for a, b in columns:
+            table.add_column(a if b is None else f"{a}\n{b}", no_wrap=True)
+        for r in self.rows:
+            cells = {"run": str(r["id"]), "started (UTC)": _when(r["started"]), "status": r["status"],
+                     "mode": r["mode"], "device": escape(r["device"]), "commit": r["git_commit"] or "-",
+                     "sandbox": _sandbox(r["sandboxed"]), "passed": f"{r['passed']}/{r['submissions']}"}
+            table.add_row(*(cells[a] if b is None else f"{cells[a]}\n{cells[b]}" for a, b in columns))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = self.table(stacked=False)
+        yield wide if _fits(console, options, [wide]) else self.table(stacked=True)
+        yield Text("Per-case ratios of two timed runs (B / A):", style="dim")
+        yield Padding(Text(self.hint), (0, 0, 0, 2))
+
+
+def runs_table(rows: Sequence[Any], db: Optional[str] = None) -> RunsTable:
+    """The stored runs (--mode history) with the --compare command for two of them (`db`: the
+    database to name in it as --db, where given), laid out for the width it is printed at."""
+    return RunsTable(rows, db)
 
 
 NOISY_CI = 0.5  # a median's 95% interval wider than ±50%: an overlap says nothing
@@ -489,49 +633,112 @@ def error(message: str) -> None:
     err_console.print(f"[red]error:[/] {escape(message)}", markup=True)  # messages may hold [brackets]
 
 
-def selftest_table(rows: Sequence[Any], label: Callable[[dict], str], policy: str) -> Table:
-    """Margins of the check: honest outputs must stay below 1 (error / limit), nulls above."""
-    table = Table(title=f"Check self-test, policy '{policy}' (ratio = error / limit; pass below 1)",
-                  title_justify="left")
-    for col in ("case", "status", "worst honest", "honest path", "best null", "null model", "wrong verdicts"):
-        table.add_column(col, justify="right" if col in ("worst honest", "best null") else "left")
-    for r in rows:
-        table.add_row(f"{r.case.kind} {label(r.case.args)}", _status(r.ok), f"{r.worst_honest[0]:.3f}",
-                      r.worst_honest[1], f"{r.best_null[0]:.2f}", r.best_null[1], ", ".join(r.wrong))
-    return table
+class SelftestTable:
+    """--mode selftest: per case, the worst honest output's and the best null model's error / limit,
+    and any wrong verdict. One line per case where that fits the width, else two (the case's kind
+    over its shape, the honest output over the null model); wrong verdicts in a last column where it
+    has room, else under the table."""
+
+    def __init__(self, rows: Sequence[Any], label: Callable[[dict], str], policy: str):
+        self.rows = list(rows)
+        self.label = label
+        self.title = Text(f"Check self-test, policy '{policy}' (ratio = error / limit; pass below 1)")
+
+    def table(self, stacked: bool, wrong_width: Optional[int]) -> Table:
+        table = Table(title=self.title, title_justify="left")
+        table.add_column("case", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        if stacked:
+            table.add_column("ratio", justify="right", no_wrap=True)
+            table.add_column("worst honest output\nbest null model", no_wrap=True)
+        else:
+            for col in ("worst\nhonest", "honest path", "best\nnull", "null model"):
+                table.add_column(col, justify="left" if " " in col else "right", no_wrap=True)
+        if wrong_width is not None:
+            table.add_column("wrong verdicts", width=wrong_width, overflow="fold")
+        for r in self.rows:
+            (honest, honest_name), (null, null_name) = r.worst_honest, r.best_null
+            case = f"{r.case.kind}{chr(10) if stacked else ' '}{escape(self.label(r.case.args))}"
+            if stacked:
+                cells = [case, _status(r.ok), f"{honest:.3f}\n{null:.2f}",
+                         f"{escape(honest_name)}\n{escape(null_name)}"]
+            else:
+                cells = [case, _status(r.ok), f"{honest:.3f}", escape(_without(honest_name, "honest ")), f"{null:.2f}",
+                         escape(_without(null_name, "null "))]
+            table.add_row(*cells, *([escape(", ".join(r.wrong))] if wrong_width is not None else []))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wrong = [(f"{r.case.kind} {self.label(r.case.args)}", ", ".join(r.wrong)) for r in self.rows if r.wrong]
+        longest = max((cell_len(text) for _, text in wrong), default=0)
+        least = max(len("wrong verdicts"), min(MIN_DETAIL, longest))  # the narrowest useful column
+        for stacked in (False, True):
+            bare = self.table(stacked, None)
+            room = _detail_room(console, options, bare)
+            if room >= (least if wrong else -3):
+                break
+        inline = bool(wrong) and room >= least
+        yield self.table(stacked, min(room, max(len("wrong verdicts"), longest))) if inline else bare
+        if not inline:
+            yield from _notes("Wrong verdicts (honest outputs that failed, null models that passed):", wrong)
+
+
+def _without(name: str, prefix: str) -> str:
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def selftest_table(rows: Sequence[Any], label: Callable[[dict], str], policy: str) -> SelftestTable:
+    """Margins of the check: honest outputs must stay below 1 (error / limit), nulls above; laid out
+    for the width it is printed at."""
+    return SelftestTable(rows, label, policy)
 
 
 # ---------------------------------------------------------------- exports
 def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str],
-                bandwidth: Optional[float]) -> list[dict[str, Any]]:
-    """One flat row per submission × case with every number the tables show."""
-    rows = []
-    for r in results:
-        roof = r.geomean_roofline(bandwidth)
-        base = {"submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
-                "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
-                "static_scan": r.scan.summary(), "error": r.error, "sandboxed": r.sandboxed, "audit": r.audit,
-                "timing_verified": r.verified,
-                "companion": r.companion,
-                **{f"seconds_{k.replace(' ', '_')}": round(v, 4) for k, v in r.phases.items()}}
-        if not r.cases:
-            rows.append({**base, "kind": None, "case": None})
-        for c in r.cases:
-            rows.append({**base, "kind": c.kind, "case": _case_label(c, label), "case_ok": c.ok,
-                         **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason,
-                         "samples_us": [round(x * 1e6, 3) for x in c.samples],
-                         "launch_bound_calls": [i for i, flag in enumerate(c.caught_up) if flag]})
-    return rows
+                bandwidth: Optional[float], ranking: str = "geom") -> list[dict[str, Any]]:
+    """One flat row per submission × case with every number the tables show, in the run's order;
+    `rank` as the leaderboard shows it (None on the CPU, where nothing is ranked)."""
+    ranks = {id(r): rank for r, rank in board_order(results, ranking)}
+    return [row for r in results for row in _result_rows(r, ranks[id(r)], label, bandwidth)]
+
+
+def _result_rows(r: SubmissionResult, rank: str, label: Callable[[dict], str],
+                 bandwidth: Optional[float]) -> list[dict[str, Any]]:
+    roof = r.geomean_roofline(bandwidth)
+    base = {"rank": rank or None, "submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
+            "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
+            "static_scan": r.scan.summary(), "error": r.error, "sandboxed": r.sandboxed, "audit": r.audit,
+            "timing_verified": r.verified,
+            "companion": r.companion,
+            **{f"seconds_{k.replace(' ', '_')}": round(v, 4) for k, v in r.phases.items()}}
+    if not r.cases:
+        return [{**base, "kind": None, "case": None}]
+    return [{**base, "kind": c.kind, "case": _case_label(c, label), "case_ok": c.ok,
+             **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason,
+             "samples_us": [round(x * 1e6, 3) for x in c.samples],
+             "launch_bound_calls": [i for i, flag in enumerate(c.caught_up) if flag]}
+            for c in r.cases]
+
+
+def export_meta(results: Sequence[SubmissionResult], meta: dict[str, Any], ranking: str = "geom") -> dict[str, Any]:
+    """The run's facts as the exports write them: `meta`, and what the results themselves say of
+    their timing: `cpu_timing` (timed on the CPU: not a GPU ranking, no rank given; `timing` then
+    names the CPU clock whatever the run's device) and `ranking` (what ranks, or None)."""
+    cpu = cpu_timed(results)
+    return {**meta, **({"timing": CPU_TIMING_METHOD} if cpu else {}), "cpu_timing": cpu,
+            "ranking": None if cpu else RANK_TITLES[ranking]}
 
 
 def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], str], bandwidth: Optional[float],
                   meta: dict[str, Any], json_path: Optional[str] = None, csv_path: Optional[str] = None,
-                  markdown_path: Optional[str] = None) -> None:
+                  markdown_path: Optional[str] = None, ranking: str = "geom") -> None:
+    """--json (every row, every timed call), --csv (the rows) and --markdown (the rows in the
+    leaderboard's order, with its rank column, or on the CPU the banner that nothing is ranked)."""
     import csv
     import json
-    from pathlib import Path
 
-    rows = export_rows(results, label, bandwidth)
+    meta = export_meta(results, meta, ranking)
+    rows = export_rows(results, label, bandwidth, ranking)
     if json_path:  # with every timed call's device µs ("samples_us") and the indices of those that
         # waited for launches ("launch_bound_calls"); the tables below hold the statistics
         Path(json_path).write_text(json.dumps({"run": meta, "rows": rows}, indent=2, default=str))
@@ -542,7 +749,8 @@ def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], s
             writer.writeheader()
             writer.writerows({k: _csv_cell(v) for k, v in row.items()} for row in rows)
     if markdown_path:
-        Path(markdown_path).write_text(_markdown(rows, meta))
+        board = [row for r, rank in board_order(results, ranking) for row in _result_rows(r, rank, label, bandwidth)]
+        Path(markdown_path).write_text(_markdown(board, meta))
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -555,7 +763,9 @@ def _csv_cell(value: Any) -> Any:
 
 
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    cols = ["submission", "passed", "timing_verified", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
+    """`rows` (in the leaderboard's order) as one Markdown table under the run's facts; a rank
+    column first, except on the CPU (meta `cpu_timing`), where CPU_BANNER says why there is none."""
+    cols = ([] if meta.get("cpu_timing") else ["rank"]) + ["submission", "passed", "timing_verified", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
             "median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
             "pct_bandwidth", "warnings", "detail", "error"]
 
@@ -568,7 +778,8 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         return markdown_code(str(v or "")) if column in ("warnings", "detail", "error") else cell(v)
 
     head = markdown_text(" · ".join(f"{k}: {v}" for k, v in meta.items()))
-    lines = [f"Run: {head}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = [f"Run: {head}", "", *([f"**{CPU_BANNER}**", ""] if meta.get("cpu_timing") else []),
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(text(c, r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 

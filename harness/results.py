@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Callable, Optional, Sequence, TypeVar
 
+from harness.config import CPU_TIMING
 from harness.scan import ScanResult
 from harness.timing import Stats
 
@@ -115,6 +116,30 @@ def is_verified(timing: str) -> bool:
     """Whether a result's timing note (SubmissionResult.audit, stored as is) says its numbers were
     measured outside the submission's process."""
     return timing.startswith("verified")
+
+
+CPU_TIMING_METHOD = "CPU wall clock, unverified"  # a CPU run's timing method, as runs and exports name it
+
+
+def is_cpu_timed(timing: str) -> bool:
+    """Whether a result's timing note (SubmissionResult.audit) says it was timed on the CPU: the
+    parent's clock around each call, Triton kernels in its interpreter. Such times show that timing
+    works; they rank nothing a GPU would."""
+    return timing.startswith(CPU_TIMING)
+
+
+def cpu_timed(results: Sequence[SubmissionResult]) -> bool:
+    """Whether any of a run's results was timed on the CPU (then its tables and exports rank nothing)."""
+    return any(is_cpu_timed(r.audit) for r in results)
+
+
+def board_order(results: Sequence[SubmissionResult], ranking: str = "geom") -> list[tuple[SubmissionResult, str]]:
+    """The leaderboard's rows and rank labels, as the terminal table, the exports and the plots show
+    them: `ranked` by the task's ranking; on the CPU (`cpu_timed`) no ranks at all ("" each), the
+    results with a score first, each part by name, so no order reads as a ranking."""
+    if cpu_timed(results):
+        return [(r, "") for r in sorted(results, key=lambda r: (r.score_us(ranking) is None, r.name))]
+    return ranked(results, lambda r: r.score_us(ranking), lambda r: r.verified, lambda r: r.name)
 
 
 def geomean(values: list[float]) -> Optional[float]:

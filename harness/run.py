@@ -22,7 +22,7 @@ import dataclasses  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional  # noqa: E402
 
-from harness.config import UsageError  # noqa: E402
+from harness.config import UsageError, timeouts_text  # noqa: E402
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -81,6 +81,9 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
                              f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
                              f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
+    report.err_console.print(f"timeouts: {timeouts_text(dataclasses.asdict(problem.spec.timeouts))} "
+                             + (f"(--timeout {args.timeout:g})" if args.timeout else
+                                "(the task's; --timeout SECONDS lowers them)"), highlight=False)
     if args.graph and not device.is_gpu:
         report.err_console.print("--graph needs a GPU: timing plain calls.")
     if not device.is_gpu and args.mode in ("benchmark", "leaderboard"):
@@ -110,14 +113,15 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
     pool = _pool_plan(args, device) if parallel(args) else None
     unstored: list[str] = []
+    method = timing_method(ctx, pool)
     start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
-                              timing_method(ctx), sandboxed=sandboxed,
+                              method, sandboxed=sandboxed,
                               check_policy=problem.check_policy,
                               cases="custom" if args.shape else "small" if ctx.small else "task")
     with _run_row(store, start, functools.partial(store.finish_run, secret=ctx.secret), unstored) as run_id:
         began = time.perf_counter()  # the evaluations (startup: everything before)
         results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early, unstored)
-    code = _finish(args, ctx, results, run_id, sandboxed, began)
+    code = _finish(args, ctx, results, run_id, sandboxed, began, method)
     if args.html:  # from the database, the run just stored included
         write_html(store, args.html, run_id)
     if unstored:  # after the tables and exports, which hold every result
@@ -128,9 +132,11 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
 
 
 def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Path]) -> int:
-    """--mode compile: every Triton kernel each submission launches on the task's small cases
-    (captured in the sandbox, Triton's interpreter), compiled for each --target: registers, spills,
-    LDS, occupancy, matrix instructions, named traps (harness/crosscompile.py). Stored as a run."""
+    """--mode compile: every Triton kernel each submission would launch on the task's small cases on
+    each --target's GPU (planned in the sandbox as on that GPU, FakeTensor inputs, launches recorded
+    not run; Triton's interpreter where that cannot work), compiled offline for the target:
+    registers, spills, LDS, occupancy, matrix instructions, named traps (harness/crosscompile.py).
+    Stored as a run."""
     import json
 
     from harness import report
@@ -338,7 +344,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
 
 
 def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], run_id: int,
-            sandboxed: bool, began: float) -> int:
+            sandboxed: bool, began: float, method: str) -> int:
     """The run's summary: leaderboard table, exports, plots, where the results went, wall time."""
     from harness import report
     from harness.device import versions
@@ -347,11 +353,12 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     from harness.store import git_commit
 
     meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
-            "check": problem.check_policy, "timing": timing_method(ctx), "ranked_by": ctx.fence,
+            "check": problem.check_policy, "timing": method, "ranked_by": ctx.fence,
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
             "git_commit": git_commit(), "seed": ctx.secret, **versions()}
     # the exports first: nothing the tables below show can cost them
-    report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown)
+    report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown,
+                         ranking=problem.spec.ranking)
     if args.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
                                                       problem.spec.ranking))
@@ -375,11 +382,14 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     return 0 if all(r.ok for r in results) else 1
 
 
-def timing_method(ctx: RunContext) -> str:
+def timing_method(ctx: RunContext, pool: Optional[tuple[int, int]] = None) -> str:
     """What a run's timed numbers are, stored with the run (--mode history groups by it, --compare
-    says when two runs differ): the parent's fenced clock, or the worker's own events (unverified)."""
-    if not ctx.device.is_gpu:
-        return "CPU wall clock, unverified"
+    says when two runs differ): the parent's fenced clock, the worker's own events (unverified), or
+    the CPU's clock (a CPU machine, or a pool of --gpus 0 on a GPU machine)."""
+    from harness.results import CPU_TIMING_METHOD
+
+    if not ctx.device.is_gpu or (pool is not None and pool[0] == 0):
+        return CPU_TIMING_METHOD
     how = "CUDA graphs" if ctx.graph else "events"
     return f"fenced ({how})" if ctx.fence == "fenced" else f"{how}, unverified"
 

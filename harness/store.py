@@ -104,6 +104,27 @@ ADDED_COLUMNS = [
 BUSY_SECONDS = 30.0
 
 
+# A checkout of this project: a folder holding both (an installed copy has harness/ but no pyproject.toml).
+CHECKOUT_MARKERS = ("pyproject.toml", "harness/cli.py")
+CODE_ROOT = Path(__file__).resolve().parent.parent  # the folder this code was loaded from: a checkout, or site-packages
+
+
+def results_folder(cwd: Optional[Path] = None) -> Path:
+    """Where the database and the worker logs go unless --db / --logs say otherwise: the results/
+    of the checkout of this project that holds the working folder (at any depth), else of the
+    checkout this code runs from, else (an installed mla-eval run outside any checkout) the
+    per-user data folder, $XDG_DATA_HOME/mla-eval or ~/.local/share/mla-eval."""
+    try:
+        here = (cwd or Path.cwd()).resolve()
+    except OSError:  # the working folder was removed
+        here = Path("/")
+    for folder in (here, *here.parents, CODE_ROOT):
+        if all((folder / marker).is_file() for marker in CHECKOUT_MARKERS):
+            return folder / "results"
+    data = os.environ.get("XDG_DATA_HOME", "")
+    return (Path(data) if os.path.isabs(data) else Path.home() / ".local" / "share") / "mla-eval"
+
+
 class StoreError(RuntimeError):
     pass
 

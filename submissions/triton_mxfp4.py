@@ -77,11 +77,11 @@ for P.V: their exponents run along P.V's N dimension, which tl.dot_scaled cannot
 triton.language has no fp4 conversion of its own (Gluon's fp4_to_fp is the one that reaches the
 hardware's). On this path the tile is loaded row-major: the packed keys and the decoded values
 then reach LDS in 18 8- and 16-byte stores per lane and tile, against about 100 1- and 2-byte ones
-loaded block-major (compiled for gfx950). Compiled offline for gfx950 with the AMD plan
-(`SUBMISSION_MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile --submission
-submissions/triton_mxfp4.py --target gfx950 --set DOT_DTYPE=bf16 --option matrix_instr_nonkdim=16`,
-Triton 3.9): 238 VGPRs, no spills, 16 KiB LDS, 2 waves per SIMD, against 330 VGPRs and 1 wave for
-the portable path. Not yet run on AMD hardware. QK_DOT_SCALED = "all" forces the path anywhere:
+loaded block-major (compiled for gfx950). Compiled offline by `python eval.py --mode compile --target
+gfx950 --submission submissions/triton_mxfp4.py` (which plans the launches as on an MI355X, so this
+path; Triton 3.9): 238 VGPRs, no spills, 16 KiB LDS, 2 waves per SIMD, against 330 VGPRs and 1 wave
+for the portable path (the same command with SUBMISSION_MXFP4_QK_DOT_SCALED=none). Not yet run on
+AMD hardware. QK_DOT_SCALED = "all" forces the path anywhere:
 Triton 3.9's CPU interpreter runs tl.dot_scaled
 (tests/test_mxfp4_dot_scaled.py checks the path against the reference there), and on NVIDIA GPUs
 Triton emulates it (tools/mxfp4_dot_scaled_check.py, the same check on a GPU).
@@ -183,10 +183,10 @@ CPU_PROGRAM_SLOTS = 8        # stands in for the SM count under the CPU interpre
 AMD_LAUNCH = dict(block_n=32, num_warps=4, num_stages=2)
 AMD_LAUNCH_OPTIONS = {"matrix_instr_nonkdim": 16}
 # Where q.K^T takes the AMD-native path (tl.dot_scaled on the packed keys; see "On MI355X" in the
-# module docstring): "gfx950" (MI355X only, the default), "all" (every device, the CPU interpreter
-# and NVIDIA GPUs included: for checking that path where it can run), "none". Read once per plan;
-# the environment variable reaches a process that only imports the file (the cross-compile report:
-# SUBMISSION_MXFP4_QK_DOT_SCALED=all python -m harness.crosscompile ...).
+# module docstring): "gfx950" (MI355X only, the default: a ROCm device whose gcnArchName is gfx950,
+# which the cross-compile report's --target gfx950 reports too), "all" (every device, the CPU
+# interpreter and NVIDIA GPUs included: for checking that path where it can run), "none". Read at
+# import, applied per plan; the environment variable sets it without editing the file.
 QK_DOT_SCALED = os.environ.get("SUBMISSION_MXFP4_QK_DOT_SCALED", "gfx950")
 E4M3_MAX = 448.0             # OCP fp8 e4m3 (MI355X's and NVIDIA's fp8): the query's range on that path
 # NVIDIA sm_90 (H100 / H200) with one query row per sequence: the Gluon kernel below (each tile

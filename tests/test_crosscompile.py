@@ -1,24 +1,34 @@
-"""The cross-compile report (harness/crosscompile.py): Triton kernels captured on the CPU, compiled
-offline for AMD targets, with the compiler's own numbers and named messages for the usual traps."""
+"""The cross-compile report (harness/crosscompile.py): the Triton kernels a file launches on each
+target, planned as on that target's GPU, compiled offline with the compiler's own numbers and named
+messages for the usual traps; the report read at 80 and 120 columns."""
 
-import ast
+import contextlib
+import importlib.metadata
+import io
 import json
 import re
 import sys
 import textwrap
 
 import pytest
+from rich.cells import cell_len
+from rich.console import Console
 
 from conftest import ROOT
-from harness.crosscompile import (AMD_OPTIONS_ON_NVIDIA, FP8_OCP_ON_GFX942, KPACK_ON_GFX950, NO_MATRIX, XF32_MFMA,
-                                  CrossCompileError, amd_occupancy, cross_compile_report, main, matrix_instructions,
-                                  parse_amdgcn, parse_target, read_report, report_markdown, report_table)
+from harness.crosscompile import (AMD_OPTIONS_ON_NVIDIA, FP8_OCP_ON_GFX942, KPACK_ON_GFX950, NO_MATRIX, PLANNED_ON_CPU,
+                                  TARGET_DEVICES, XF32_MFMA, CompileReport, CrossCompileError, amd_occupancy,
+                                  cross_compile_report, main, matrix_instructions, matrix_kind, parse_amdgcn,
+                                  parse_target, read_report, report_markdown)
 
 TASK = ROOT / "task.yml"
 AMD_STYLE = ROOT / "tests" / "amd_style"
-# What triton_bf16.py launches on a ROCm GPU (its AMD plan): bf16 dot operands, not the fp32 ones it
-# uses under the CPU interpreter, and the AMD launch option it adds there.
-BF16_ON_ROCM = dict(constexprs=["DOT_DTYPE=bf16"], options=["matrix_instr_nonkdim=16"])
+MXFP4 = ROOT / "submissions" / "triton_mxfp4.py"
+# The numbers the README quotes for `python eval.py --mode compile --target gfx950 --submission
+# submissions/triton_mxfp4.py` (every _mla_decode_kernel row), with the Triton they were compiled by.
+# Another Triton's compiler allocates registers and LDS differently: there only what the variant
+# must keep is checked (no scratch; at most 256 VGPRs, the 2 waves per SIMD it is tuned for).
+README_GFX950 = {"triton": "3.9", "vgpr": 238, "agpr": 0, "spill_vgpr": 0, "spill_sgpr": 0, "scratch_bytes": 0,
+                 "lds_bytes": 16 << 10, "occupancy": 2}
 
 
 def _modules_from(path) -> set:
@@ -31,7 +41,7 @@ def bf16_rows():
     other tests may have loaded the file before)."""
     path = ROOT / "submissions" / "triton_bf16.py"
     before = _modules_from(path)
-    rows = cross_compile_report(path, ["gfx950", "gfx942"], TASK, cases=1, **BF16_ON_ROCM)
+    rows = cross_compile_report(path, ["gfx950", "gfx942"], TASK, cases=1)
     return rows, _modules_from(path) - before
 
 
@@ -62,7 +72,8 @@ def _compile_independently(row: dict, monkeypatch, tmp_path):
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION")
 def test_bf16_compiles_for_both_amd_targets_without_spills_on_mfma(bf16_rows, monkeypatch, tmp_path):
-    """triton_bf16.py as it launches on ROCm: both kernels compile for gfx950 and gfx942 with no
+    """triton_bf16.py as it launches on ROCm (its own plan there: bf16 operands, not the interpreter's
+    fp32, and AMD's launch option): both kernels compile for gfx950 and gfx942 with no
     spills; the decode kernel uses bf16 MFMA; its VGPR / AGPR / SGPR counts and LDS bytes are the
     compiler's own (compiled again here from the same arguments), and the occupancy the report
     derives from them is the one LLVM writes into the assembly. The parent never imported the file."""
@@ -70,7 +81,7 @@ def test_bf16_compiles_for_both_amd_targets_without_spills_on_mfma(bf16_rows, mo
     assert {(r["kernel"], r["target"]) for r in bf16_rows} == {
         (k, t) for k in ("_mla_decode_kernel", "_combine_splits_kernel") for t in ("gfx950", "gfx942")}
     for row in bf16_rows:
-        assert row["status"] == "compiled", row
+        assert row["status"] == "compiled" and row["on_target"], row
         assert (row["spill_vgpr"], row["spill_sgpr"], row["scratch_bytes"]) == (0, 0, 0), row
         assert row["sandboxed"] == (_sandbox_problem() is None)
     for row in (r for r in bf16_rows if r["kernel"] == "_mla_decode_kernel"):
@@ -94,70 +105,114 @@ def _sandbox_problem():
 COMPETITION_TASK = ROOT / "tasks" / "competition" / "task.yml"
 
 
-def _on_rocm(name: str, dot_dtype: str) -> dict:
-    """cross_compile_report's overrides for what a bundled file launches on a ROCm GPU: its GPU dot
-    operand type (the interpreter's is fp32) and its AMD plan, AMD_LAUNCH's tile and launch shape and
-    AMD_LAUNCH_OPTIONS, read from the source (this process never imports the file). Launch options
-    apply to every launch: the combine kernel's defaults (4 warps, 2 stages) are the AMD plan's too."""
-    plan = {}
-    for node in ast.parse((ROOT / "submissions" / name).read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("AMD_LAUNCH", "AMD_LAUNCH_OPTIONS"):
-            value = node.value
-            plan[node.targets[0].id] = ({k.arg: ast.literal_eval(k.value) for k in value.keywords}
-                                        if isinstance(value, ast.Call) else ast.literal_eval(value))
-    launch = plan["AMD_LAUNCH"]
-    options = {"num_warps": launch["num_warps"], "num_stages": launch["num_stages"], **plan["AMD_LAUNCH_OPTIONS"]}
-    return dict(constexprs=[f"DOT_DTYPE={dot_dtype}", f"BLOCK_N={launch['block_n']}"],
-                options=[f"{key}={value}" for key, value in options.items()])
-
-
 def _numbers(row: dict) -> dict:
     """What a failed assertion shows of a row."""
-    keys = ("kernel", "target", "status", "error", "vgpr", "agpr", "sgpr", "spill_vgpr", "spill_sgpr",
+    keys = ("kernel", "target", "plan", "status", "error", "vgpr", "agpr", "sgpr", "spill_vgpr", "spill_sgpr",
             "scratch_bytes", "lds_bytes", "occupancy", "matrix", "notes")
     return {key: row[key] for key in keys} | {"NUM_SPLITS": row["constexprs"].get("NUM_SPLITS")}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, dot_dtype, mfma", [
-    ("triton_fp8.py", "fp16", r"v_mfma_f32_\w+_f16"),
-    ("triton_mxfp4.py", "bf16", r"v_mfma_f32_\w+_bf16"),
+@pytest.mark.parametrize("name, targets, mfma", [
+    ("triton_fp8.py", ["gfx950", "gfx942"], r"v_mfma_f32_\w+_f16"),
+    ("triton_mxfp4.py", ["gfx942"], r"v_mfma_f32_\w+_bf16"),  # (gfx950's dot_scaled variant: the MI355X tests)
 ])
-def test_fp8_and_mxfp4_compile_for_both_amd_targets_without_scratch_on_mfma(name, dot_dtype, mfma):
-    """CI gate: triton_fp8.py and triton_mxfp4.py (its portable path, every target but gfx950's
-    dot_scaled one) as they launch on ROCm compile for gfx950 and gfx942, no kernel spills to
+def test_fp8_and_mxfp4_compile_as_planned_on_rocm_without_scratch_on_mfma(name, targets, mfma):
+    """CI gate: triton_fp8.py and triton_mxfp4.py's portable path, planned as on each GPU (their AMD
+    plan: fp16 / bf16 operands, AMD_LAUNCH, AMD_LAUNCH_OPTIONS), compile with no kernel spilling to
     scratch memory, and the decode kernel's matrix products all run as MFMA of its operand type.
     The competition task's two small cases launch both decode epilogues (one split, the bf16 output;
-    two, the fp32 partials) and the combine kernel; the main task's first case launches only one
-    split. On gfx942 fp8's decode kernel moves ~480 SGPRs into VGPR lanes (no scratch, allowed): the
-    CPU capture passes OCP e4m3 where MI300 gets fnuz, with which nothing spills."""
-    rows = cross_compile_report(ROOT / "submissions" / name, ["gfx950", "gfx942"], COMPETITION_TASK, cases=2,
-                                **_on_rocm(name, dot_dtype))
+    several, the fp32 partials) and the combine kernel. On gfx942 fp8's decode kernel moves ~480 SGPRs
+    into VGPR lanes (no scratch, allowed): the inputs are the task's CPU ones, OCP e4m3 where MI300
+    gets fnuz, with which nothing spills."""
+    rows = cross_compile_report(ROOT / "submissions" / name, targets, COMPETITION_TASK, cases=2)
     assert {(r["kernel"], r["target"]) for r in rows} == {
-        (k, t) for k in ("_mla_decode_kernel", "_combine_splits_kernel") for t in ("gfx950", "gfx942")}
+        (k, t) for k in ("_mla_decode_kernel", "_combine_splits_kernel") for t in targets}
     for row in rows:
         assert row["status"] == "compiled" and row["scratch_bytes"] == 0 and row["spill_vgpr"] == 0, _numbers(row)
+        assert row["on_target"], _numbers(row)
     decode = [r for r in rows if r["kernel"] == "_mla_decode_kernel"]
-    assert {r["constexprs"]["NUM_SPLITS"] for r in decode} == {1, 2}
+    assert {r["constexprs"]["NUM_SPLITS"] > 1 for r in decode} == {False, True}  # (the count: the GPU's CUs)
     for row in decode:
-        assert row["constexprs"]["DOT_DTYPE"] == {"dtype": dot_dtype} and not row["constexprs"].get("QK_SCALED")
+        assert not row["constexprs"].get("QK_SCALED") and row["options"]["matrix_instr_nonkdim"] == 16
         assert row["matrix"] and all(re.fullmatch(mfma, instr) for instr in row["matrix"]), _numbers(row)
 
 
-@pytest.mark.slow
-def test_mxfp4_dot_scaled_path_uses_scaled_mfma_on_gfx950_without_spills(monkeypatch):
-    """triton_mxfp4.py's gfx950 path (QK_DOT_SCALED, forced on for the capture through its environment
-    variable; the launch is otherwise its AMD plan): q.K^T compiles to the fp8 x fp4 scaled MFMA, P.V
-    to bf16 MFMA, with no spills at all. (Its correctness: tests/test_mxfp4_dot_scaled.py.)"""
-    monkeypatch.setenv("SUBMISSION_MXFP4_QK_DOT_SCALED", "all")
-    rows = cross_compile_report(ROOT / "submissions" / "triton_mxfp4.py", ["gfx950"], TASK, cases=1,
-                                **_on_rocm("triton_mxfp4.py", "bf16"))
-    (row,) = rows
-    assert row["kernel"] == "_mla_decode_kernel" and row["constexprs"]["QK_SCALED"] is True
-    assert row["status"] == "compiled", _numbers(row)
-    assert (row["spill_vgpr"], row["spill_sgpr"], row["scratch_bytes"]) == (0, 0, 0), _numbers(row)
-    assert any(re.fullmatch(r"v_mfma_scale_f32_\w+_f8f6f4", instr) for instr in row["matrix"]), _numbers(row)
-    assert any(re.fullmatch(r"v_mfma_f32_\w+_bf16", instr) for instr in row["matrix"]), _numbers(row)
+@pytest.fixture(scope="module")
+def mi355x(tmp_path_factory):
+    """`python eval.py --mode compile --target gfx950 --submission submissions/triton_mxfp4.py`, as a
+    user runs it: (exit code, what it printed, the rows of its --json export)."""
+    from conftest import cli
+
+    folder = tmp_path_factory.mktemp("mi355x")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli(folder, "--mode", "compile", "--target", "gfx950", "--json", str(folder / "compile.json"),
+                   "--submission", str(MXFP4))
+    (rows,) = json.loads((folder / "compile.json").read_text())["submissions"].values()
+    return code, printed.getvalue(), rows
+
+
+def test_mi355x_report_compiles_and_names_the_variant_gfx950_runs(mi355x):
+    """The MI355X report of triton_mxfp4.py is the kernel an MI355X would run: planned as on that GPU,
+    the file picks its gfx950 variant (q.K^T by tl.dot_scaled on the packed keys: QK_SCALED, the
+    fp8 query; bf16 P.V; AMD's launch option), the report names it, and it compiles to the fp8 x fp4
+    scaled MFMA and bf16 MFMA (no fp32 MFMA) without scratch, with the numbers the README quotes."""
+    code, printed, rows = mi355x
+    assert code == 0
+    text = " ".join(printed.split())
+    assert "gfx950: launches planned as on AMD Instinct MI355X (ROCm, gfx950, 256 CUs)" in text
+    assert "_mla_decode_kernel: DOT_DTYPE=bf16 PTX_DECODE=False QK_SCALED=True" in text
+    assert {r["kernel"] for r in rows} == {"_mla_decode_kernel", "_combine_splits_kernel"}
+    assert all(r["target"] == "gfx950" and r["on_target"] and "MI355X" in r["plan"] for r in rows)
+    decode = [r for r in rows if r["kernel"] == "_mla_decode_kernel"]
+    assert {r["constexprs"]["NUM_SPLITS"] > 1 for r in decode} == {False, True}  # both epilogues
+    figures = {key: value for key, value in README_GFX950.items() if key != "triton"}
+    exact = importlib.metadata.version("triton").startswith(README_GFX950["triton"] + ".")
+    for row in decode:
+        assert row["constexprs"]["QK_SCALED"] is True and row["constexprs"]["DOT_DTYPE"] == {"dtype": "bf16"}
+        assert row["options"] == {"num_warps": 4, "num_stages": 2, "matrix_instr_nonkdim": 16}
+        assert row["status"] == "compiled", _numbers(row)
+        assert {matrix_kind(name) for name in row["matrix"]} == {"f8f6f4 scaled", "bf16"}, _numbers(row)
+        assert any(re.fullmatch(r"v_mfma_scale_f32_\w+_f8f6f4", name) for name in row["matrix"])
+        assert (row["spill_vgpr"], row["spill_sgpr"], row["scratch_bytes"]) == (0, 0, 0), _numbers(row)
+        if exact:
+            assert {key: row[key] for key in figures} == figures, _numbers(row)
+        else:
+            assert row["vgpr"] <= 256 and row["occupancy"] >= 2, _numbers(row)
+    assert "f8f6f4 scaled" in text and "v_mfma_scale_f32_16x16x128_f8f6f4" in text
+
+
+def render(renderable, width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def _whole(token: str, text: str) -> bool:
+    """`token` in `text` with no word character on either side: never folded or cut."""
+    return re.search(rf"(?<![\w]){re.escape(token)}(?![\w])", text) is not None
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_mi355x_report_reads_at_80_and_120_columns(mi355x, width):
+    """At 80 and 120 columns no line is wider, and every name, number and instruction is whole: at
+    120 the table (each label's kernel over what sets it apart), at 80 a paragraph per row."""
+    rows = mi355x[2]
+    text = render(CompileReport(rows, "triton_mxfp4.py", ["gfx950"]), width)
+    assert max(cell_len(line) for line in text.splitlines()) <= width, text
+    for row in rows:
+        for token in (row["kernel"], row["status"], str(row["vgpr"]), str(row["sgpr"]), *row["matrix"],
+                      f"NUM_SPLITS={row['constexprs']['NUM_SPLITS']}"):
+            assert _whole(token, text), (token, text)
+    joined = " ".join(text.split())
+    assert "launches planned as on AMD Instinct MI355X (ROCm, gfx950, 256 CUs)" in joined
+    assert "QK_SCALED=True" in joined and "16.0 KiB" in joined
+    if width == 120:
+        assert "│ 1 │ _mla_decode_kernel " in text and "┃ # ┃" in text
+    else:
+        assert "1 _mla_decode_kernel Q_GROUPS=1 NUM_SPLITS=1: compiled" in text
+        assert "238 VGPRs, 58 SGPRs, no scratch, LDS 16.0 KiB, 2 waves per SIMD (VGPR)" in joined
 
 
 @pytest.mark.slow
@@ -268,6 +323,44 @@ def test_a_broken_kernel_gives_one_line_and_lds_and_vector_fallbacks_are_named(t
     assert "won't launch" in printed and "Traceback" not in printed and "printed by the submission" not in printed
 
 
+READS_ON_HOST = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, N: tl.constexpr, ON_GPU: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+def custom_kernel(data):
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    lengths = kv_indptr.tolist()  # read on the host: a GPU run syncs here, a tensor without values cannot
+    x = torch.ones(16, device=q.device)
+    _copy[(1,)](x, torch.empty_like(x), N=16, ON_GPU=torch.cuda.is_available())
+    return torch.zeros(q.shape[0], 16, 512, dtype=torch.bfloat16, device=q.device)
+'''
+
+
+def test_launches_that_cannot_be_planned_as_on_the_gpu_come_from_the_cpu_and_say_why(tmp_path):
+    """A file that reads tensor values on the host cannot be planned without them; a target with no
+    GPU in TARGET_DEVICES has none to plan on: both get the launches of Triton's interpreter on the
+    CPU (the file's CPU variant: ON_GPU=False), compiled, and each row says so and why."""
+    submission = tmp_path / "reads_on_host.py"
+    submission.write_text(READS_ON_HOST)
+    rows = cross_compile_report(submission, ["gfx950", "gfx90a"], TASK, cases=1)
+    by_target = {row["target"]: row for row in rows}
+    assert len(rows) == 2 and all(r["status"] == "compiled" and not r["on_target"] for r in rows), rows
+    assert all(row["constexprs"]["ON_GPU"] is False for row in rows)
+    prefix = PLANNED_ON_CPU.format(device="AMD Instinct MI355X", why="custom_kernel raised on case ")
+    plan = by_target["gfx950"]["plan"]
+    assert plan.startswith(prefix) and "DataDependentOutputException" in plan
+    assert by_target["gfx90a"]["plan"] == PLANNED_ON_CPU.format(
+        device="gfx90a", why=f"no GPU known for gfx90a (TARGET_DEVICES: {', '.join(TARGET_DEVICES)})")
+
+
 def test_a_submission_without_triton_kernels_gives_no_rows():
     assert cross_compile_report(ROOT / "submissions" / "torch_loop.py", ["gfx950"], TASK, cases=1) == []
 
@@ -323,7 +416,8 @@ def test_register_counts_and_occupancy_from_the_assembly():
 
 
 def _row(**fields):
-    row = {"kernel": "k", "target": "gfx950", "status": "compiled", "error": None, "launches": 1, "cases": ["2×64"],
+    row = {"kernel": "k", "target": "gfx950", "plan": "launches planned as on AMD Instinct MI355X", "on_target": True,
+           "status": "compiled", "error": None, "launches": 1, "cases": ["2×64"],
            "signature": {"x": "*fp32"}, "constexprs": {"N": 16}, "options": {"num_warps": 4}, "overrides": [],
            "compile_args": {}, "vgpr": 20, "agpr": 0, "sgpr": 20, "spill_vgpr": 0, "spill_sgpr": 0,
            "scratch_bytes": 0, "lds_bytes": 0, "occupancy": 8, "occupancy_limit": "max", "compiler_occupancy": 8,
@@ -346,19 +440,48 @@ def test_the_parent_reads_the_report_strictly(raw, message):
         read_report(raw)
 
 
-def test_long_strings_are_cut_and_the_table_renders():
-    from rich.console import Console
-
+def test_long_strings_are_cut_and_the_report_renders():
     rows, problem = read_report(json.dumps({"rows": [_row(notes=["x" * 5000], extra="dropped")]}).encode())
     assert problem is None and len(rows[0]["notes"][0]) == 600 and "extra" not in rows[0]
-    console = Console(record=True, width=200)
-    console.print(report_table(rows))
-    assert "compiled" in console.export_text()
+    assert "compiled" in render(CompileReport(rows, "k.py", ["gfx950"]), 200)
     markdown = report_markdown([_row(kernel="a|b <img src=x> https://example.invalid")]).splitlines()
     assert markdown[0].startswith("| kernel | target | status |") and len(markdown) == 3
     # every cell a code span: a forged report's text shows as typed (no HTML, link or autolink)
     assert markdown[2].startswith("| ` a\\|b <img src=x> https://example.invalid warps=4 ` | ` gfx950 ` | ` compiled ` "
                                   "| ` 20 ` | ` 20 ` | ` 0 ` | ` 0 ` | ` 8 (max) ` | ` - ` |")
+
+
+LONG_ERROR = ("CompilationError at line 348: 'constexpr_type' object has no attribute 'scalar' while lowering "
+              "tl.load of q_scale_ptr in _mla_decode_kernel, a constexpr None where a pointer was launched")
+CPU_PLAN = PLANNED_ON_CPU.format(device="AMD Instinct MI300X", why="custom_kernel raised on case 2×64 as on AMD "
+                                 "Instinct MI300X: DataDependentOutputException: aten._local_scalar_dense.default")
+MIXED = [  # one target as on its GPU: a spilling row, a failed one, one that won't launch; one from the CPU
+    _row(kernel="_mla_decode_kernel", constexprs={"NUM_SPLITS": 1, "DOT_DTYPE": {"dtype": "bf16"}}, vgpr=512, agpr=256,
+         sgpr=50, spill_vgpr=56, scratch_bytes=228, lds_bytes=32 << 10, occupancy=1, occupancy_limit="VGPR",
+         matrix=["v_mfma_f32_16x16x4_f32"], uses_dot=True,
+         notes=["spills to scratch memory: 228 B per lane (56 VGPRs, 0 SGPRs spilled)"]),
+    _row(kernel="_mla_decode_kernel", constexprs={"NUM_SPLITS": 2, "DOT_DTYPE": {"dtype": "bf16"}}, status="failed",
+         error=LONG_ERROR, vgpr=None, agpr=None, sgpr=None, scratch_bytes=None, lds_bytes=None, occupancy=None),
+    _row(kernel="_transpose_tile_with_a_long_name", status="won't launch", lds_bytes=192 << 10, occupancy=0,
+         occupancy_limit="LDS", notes=["needs 192.0 KiB of LDS; gfx950 has 160 KiB per workgroup: the launch fails "
+                                       "(out of resource: shared memory)"]),
+    _row(target="gfx942", plan=CPU_PLAN, on_target=False, kernel="_combine_splits_kernel", vgpr=22, sgpr=20),
+]
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_report_reads_at_every_width_with_every_number_and_reason_whole(width):
+    """No line wider than the terminal; labels, numbers and instruction names whole; every error and
+    note in full; a target planned on the CPU says so and why."""
+    text = render(CompileReport(MIXED, "triton_mxfp4.py", ["gfx950", "gfx942"]), width)
+    assert max(cell_len(line) for line in text.splitlines()) <= width, text
+    joined = " ".join(text.split())
+    for token in ("_mla_decode_kernel", "_transpose_tile_with_a_long_name", "_combine_splits_kernel", "NUM_SPLITS=2",
+                  "512", "256", "228 B", "32.0 KiB", "192.0 KiB", "v_mfma_f32_16x16x4_f32", "failed", "won't launch"):
+        assert _whole(token, text), (token, text)
+    for sentence in (LONG_ERROR, CPU_PLAN, MIXED[0]["notes"][0], MIXED[2]["notes"][0],
+                     "gfx950: launches planned as on AMD Instinct MI355X", "_mla_decode_kernel: DOT_DTYPE=bf16"):
+        assert sentence in joined, sentence
 
 
 AUTOTUNED = '''
@@ -384,8 +507,8 @@ def custom_kernel(data):
 
 @pytest.mark.slow
 def test_every_autotuning_configuration_is_compiled(tmp_path):
-    """Autotuning times configurations on a GPU; on the CPU every configuration is recorded instead
-    (without running it) and the first one runs: the report compiles both."""
+    """Autotuning times configurations on a GPU; without one every configuration is recorded instead
+    (as a warm-up launch) and the first one is launched: the report compiles both."""
     submission = tmp_path / "autotuned.py"
     submission.write_text(AUTOTUNED)
     rows = cross_compile_report(submission, ["gfx942"], TASK, cases=1)
@@ -395,11 +518,12 @@ def test_every_autotuning_configuration_is_compiled(tmp_path):
 
 @pytest.mark.slow
 def test_a_compile_process_that_dies_is_reported_per_kernel(tmp_path):
-    """A submission that ends the process when imported without the interpreter (as the compile
-    process imports it): every captured kernel is reported failed with the exit code, in one line."""
+    """A submission that ends the process once compiling starts (its import replaces triton.compile,
+    outside the interpreter): every captured kernel is reported failed with the exit code, in one line."""
     submission = tmp_path / "dies.py"
-    submission.write_text(AUTOTUNED.replace("import torch\n", "import os\nimport torch\n\n"
-                                            "if not os.environ.get('TRITON_INTERPRET'):\n    os._exit(3)\n", 1))
+    submission.write_text(AUTOTUNED.replace("import torch\n", "import os\nimport torch\nimport triton\n\n"
+                                            "if not os.environ.get('TRITON_INTERPRET'):\n"
+                                            "    triton.compile = lambda *args, **kwargs: os._exit(3)\n", 1))
     rows = cross_compile_report(submission, ["gfx950"], TASK, cases=1)
     assert len(rows) == 2
     assert all(row["status"] == "failed" and row["error"] == "the compile process ended with code 3 before "

@@ -1,6 +1,7 @@
-"""The leaderboard and the per-case table read at 80, 120 and 200 columns (issue 15): no line wider
-than the terminal, names whole (or shortened keeping ".py" when over 30 characters), numbers never
-cut, and whatever leaves the main table shown under it."""
+"""The leaderboard, the per-case table, --history, --mode history's runs and the check's self-test
+read at 80, 120 and 200 columns (issues 15, 39): no line wider than the terminal, names whole (or
+shortened keeping ".py" when over 30 characters), numbers never cut, and whatever leaves the main
+table shown under it."""
 
 import io
 import re
@@ -202,3 +203,91 @@ def test_unverified_timings_are_ranked_apart_after_verified_ones():
     assert [(row.rank, row.name) for row in board.rows][:3] == [
         ("1", "sneaky_timer.py"), ("2", LONG_NAME), ("u1", "unfenced.py")]
     assert "u = unverified" in board.title
+
+
+# ---------------------------------------------------------------- --history, --mode history, selftest
+HISTORY = [  # as Store.best_per_submission returns them: a GPU group and a CPU one, one name over 30 characters
+    {"name": LONG_NAME, "version": "0123abcd", "task": "amd-mixed-mla", "check": "strict", "cases": "task",
+     "device": "NVIDIA H200", "timing": "fenced (events)", "sandboxed": 1, "runs": 12, "best_us": 1234567.8,
+     "median_us": 1334512.3, "last_run": "2026-12-04T19:00:40+00:00"},
+    {"name": "torch_batched.py", "version": "dc3ab951", "task": "amd-mixed-mla", "check": "strict", "cases": "small",
+     "device": "x86_64", "timing": "CPU wall clock, unverified", "sandboxed": 0, "runs": 3, "best_us": 39351.2,
+     "median_us": 41234.5, "last_run": "2026-12-03T08:15:02+00:00"},
+]
+
+
+def joined(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_history_fits_with_its_numbers_names_and_dates_whole(width):
+    text = render(report.history_table(HISTORY, "amd-mixed-mla", "strict"), width)
+    assert_fits(text, width)
+    assert_no_cut_number(text)
+    for row in HISTORY:
+        for number in (report._us(row["best_us"]), report._us(row["median_us"]), f" {row['runs']} ", row["version"]):
+            assert number in text
+        rows = [line for line in text.splitlines() if line.startswith("│")]
+        shown = row["name"] if any(f" {row['name']} " in line for line in rows) else report.short_name(row["name"])
+        assert any(f" {shown} " in line for line in rows), f"{row['name']} neither whole nor shortened at {width}"
+        assert row["name"] in text  # in the table, or in full under it
+        day, time = row["last_run"][:10], row["last_run"][11:19]
+        assert day in text and time in text
+        assert row["timing"] in joined(text) and row["device"] in text
+    assert "check strict" in joined(text) and "median of runs" in joined(text)
+    assert ("UNSANDBOXED" in text or " NO " in text) and "small" in text
+
+
+def test_history_with_nothing_stored_says_so():
+    text = render(report.history_table([], "amd-mixed-mla", "strict"), 80)
+    assert "None stored yet." in text and "┏" not in text
+
+
+RUNS = [  # as Store.runs returns them, newest first
+    {"id": 12, "started": "2026-12-04T19:00:40+00:00", "status": "interrupted", "mode": "leaderboard",
+     "device": "NVIDIA H200", "git_commit": "8cd4c7b+dirty", "sandboxed": 1, "passed": 3, "submissions": 5},
+    {"id": 11, "started": "2026-12-04T18:59:01+00:00", "status": "complete", "mode": "benchmark", "device": "x86_64",
+     "git_commit": None, "sandboxed": None, "passed": 1, "submissions": 1},
+    {"id": 10, "started": "2026-12-04T18:40:00+00:00", "status": "complete", "mode": "leaderboard",
+     "device": "x86_64", "git_commit": "8cd4c7b", "sandboxed": 0, "passed": 2, "submissions": 2},
+]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_runs_fit_with_every_field_whole(width):
+    text = render(report.runs_table(RUNS), width)
+    assert_fits(text, width)
+    for run in RUNS:
+        for value in (run["started"][:10], run["started"][11:19], run["status"], run["mode"], run["device"],
+                      run["git_commit"] or "-", f"{run['passed']}/{run['submissions']}"):
+            assert value in text, value
+
+
+def selftest_rows():
+    from harness.selftest import SelftestRow
+    from harness.spec import Case
+
+    return [
+        SelftestRow(Case({"batchsize": 2, "kvseqlen": 1024}, 0, "test"), (0.374, "honest kv=bf16,q=fp8"),
+                    (45.61, "null first 95% of tokens"), []),
+        SelftestRow(Case({"batchsize": 256, "kvseqlen": 8192}, 1, "benchmark"), (0.362, "honest kv=bf16,q=bf16"),
+                    (135.15, "null scores without the 64 RoPE dims"), []),
+        SelftestRow(Case({"batchsize": 64, "kvseqlen": 8192}, 2, "benchmark"), (1.374, "honest kv=fp8,q=fp8"),
+                    (0.81, "null random 95% of tokens"), ["honest kv=fp8,q=fp8", "null random 95% of tokens"]),
+    ]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("wrong", [False, True])
+def test_selftest_fits_with_its_ratios_and_names_whole(width, wrong):
+    rows = [r for r in selftest_rows() if wrong or r.ok]
+    text = render(report.selftest_table(rows, label, "strict"), width)
+    assert_fits(text, width)
+    assert_no_cut_number(text)
+    for r in rows:
+        assert f"{r.worst_honest[0]:.3f}" in text and f"{r.best_null[0]:.2f}" in text
+        assert r.worst_honest[1].removeprefix("honest ") in text and r.best_null[1].removeprefix("null ") in text
+        assert label(r.case.args) in text and r.case.kind in text
+    if wrong:  # the wrong verdicts, in their column or under the table
+        assert "FAIL" in text and "honest kv=fp8,q=fp8, null random 95% of tokens" in joined(text)

@@ -358,7 +358,7 @@ def test_markup_in_a_reason_stays_text_in_the_markdown_export_and_the_terminal(p
     text = out.read_text()
     # the reason is a code span: shown as typed, never rendered as HTML or a link
     assert ("| ` exception: ValueError: <img src=x onerror=alert(document.domain)> [PASS](javascript:alert(1)) "
-            ":white_check_mark: :white_check_mark: ` |") in text
+            ":white_check_mark: :white_check_mark: (marks_up_export.py:9) ` |") in text
     capsys.readouterr()
     report.console.print(report.submission_table(result, problem.label))  # the harness's own console
     shown = capsys.readouterr().out

@@ -15,7 +15,7 @@ def test_findings_come_back_from_the_child_process():
     found = scan.scan(ROOT / "tests" / "zoo" / "prints_results.py")
     assert found.classification == "hacked"
     assert any(flag.startswith("FAKE_BENCHMARK_EMIT (") for flag in found.flags)
-    assert scan.scan(ROOT / "submissions" / "triton_bf16.py").classification == "valid"
+    assert scan.scan(ROOT / "submissions" / "triton_bf16.py").classification == "clean"  # (kernelguard's "valid")
 
 
 def test_a_file_that_stalls_the_scanner_is_left_unscanned_at_the_time_limit():
@@ -53,7 +53,7 @@ def test_the_scanner_reads_the_text_python_runs(tmp_path):
     code the scanner read as a comment ran. The child decodes the file as Python does."""
     line = "import sys; sys.modules['torch'].allclose = lambda *a, **k: True"
     plain = tmp_path / "plain.py"
-    plain.write_text(f"{line}\n")
+    plain.write_text(f"# plain\n# note\n{line}\n")  # the line where Python reads it in the hidden file
     hidden = tmp_path / "hidden.py"
     hidden.write_bytes(b"# -*- coding: utf-7 -*-\n# note +AAo-" + line.replace("_", "+AF8-").encode() + b"\n")
     assert scan.read_source(hidden).decode("utf-7").count(line) == 1  # (what Python compiles)

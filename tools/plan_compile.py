@@ -2,12 +2,12 @@
 compiled offline on a machine without one: registers, local memory (spills), shared memory and
 matrix instructions per specialization, as the GPU would compile them.
 
-`python -m harness.crosscompile` captures launches by running the small test cases in Triton's
-interpreter, so it sees the plans a file makes for the CPU (other split counts, fp32 operands) and
-only the small cases' specializations: on the H200 the swapped-QK candidates spilled 124-376
-registers where that offline compile showed none (BENCHMARKS.md session 11). Here the file plans
-for the GPU instead: its `_interpreted` answers False and the device reports `--sms`
-multiprocessors, its inputs are `meta` tensors of the benchmark shapes (no memory, no data), and
+`python -m harness.crosscompile` plans a file's launches as on the target GPU, but only for the
+task's small test cases, so it sees only their specializations (on the H200 the swapped-QK
+candidates spilled 124-376 registers at benchmark shapes where the small cases showed none:
+BENCHMARKS.md session 11). Here the inputs are the benchmark shapes instead: the file's
+`_interpreted` answers False and the device reports `--sms` multiprocessors, its inputs are `meta`
+tensors of the benchmark shapes (no memory, no data), and
 every launch is recorded, not run; the launches are then compiled by harness.crosscompile's
 compile stage (Triton's own ptxas, no GPU). Only for files built like the bundled Triton ones
 (a module-level `_interpreted(device)` and a plan from `torch.cuda.get_device_properties`).

@@ -92,7 +92,7 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                     call = kernel
                     if timer.gpu:
                         torch.cuda.synchronize()
-                    channel.send({"op": "captured", "ok": False, "message": one_line(exc)})
+                    channel.send({"op": "captured", "ok": False, "message": _reason(exc, submission)})
             elif op == "call" and msg.get("fence") is not None and flags is not None:
                 seq = int(msg["fence"])
                 reply, pending = _fenced_call(call, data, slot, timer, flags, seq)
@@ -108,7 +108,8 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
         except BaseException as exc:  # the submission's fault (SystemExit included): report it, keep serving
             _log_traceback()
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
-            channel.send({"op": "error", "kind": "out of memory" if oom else "exception", "message": one_line(exc)})
+            channel.send({"op": "error", "kind": "out of memory" if oom else "exception",
+                          "message": _reason(exc, submission)})
 
 
 def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any) -> dict[str, Any]:
@@ -219,6 +220,39 @@ def _log_traceback() -> None:
         pass
 
 
+REASON_LIMIT = 360  # a reason's characters, its place included (the parent keeps 400: harness/sandbox.py)
+PLACE_NAME_LIMIT = 60  # the file name in a place, at most
+
+
+def _place(exc: BaseException, path: str) -> str:
+    """Where in the submission `exc` came from: " (file.py:LINE)" for the innermost frame of its
+    traceback that runs the submission file (compiled with `path` as its file name: load_module),
+    or "" when no frame does (raised outside the file's own code)."""
+    try:
+        where = str(Path(path))
+        line = next((lineno for frame, lineno in reversed(list(traceback.walk_tb(exc.__traceback__)))
+                     if frame.f_code.co_filename == where and lineno), None)
+        if line is None:
+            return ""
+        name = Path(where).name
+        if len(name) > PLACE_NAME_LIMIT:
+            name = name[:PLACE_NAME_LIMIT - 3] + "..."
+        return f" ({name}:{line})"
+    except Exception:  # (a report must never fail)
+        return ""
+
+
+def _reason(exc: BaseException, path: str, prefix: str = "", suffix: str = "") -> str:
+    """One line: `prefix`, the exception (type and message), `suffix`, then its place in the
+    submission file at `path` (_place); the text is cut so the place always fits in REASON_LIMIT."""
+    place = _place(exc, path)
+    text = f"{prefix}{one_line(exc)}{suffix}"
+    room = REASON_LIMIT - len(place)
+    if len(text) > room:
+        text = text[:room - 3] + "..."
+    return text + place
+
+
 class _LoadError(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -242,10 +276,14 @@ def load_module(path: "str | Path", name: str = "submission"):
 
 
 def _load(path: str):
-    """Import the submission file and return its custom_kernel, or raise _LoadError."""
+    """Import the submission file and return its custom_kernel, or raise _LoadError. A failure's
+    message ends with its place in the file (_place)."""
     try:
         module = load_module(path)
     except SyntaxError as exc:
+        if exc.filename != str(Path(path)):  # another file's, or one the code raised: an import failure
+            _log_traceback()
+            raise _LoadError("import error", _reason(exc, path, prefix="failed while importing: ")) from None
         where = f" at line {exc.lineno}" if exc.lineno else ""
         raise _LoadError("syntax error", f"syntax error{where}: {exc.msg}") from None
     except ImportError as exc:
@@ -254,10 +292,10 @@ def _load(path: str):
         if name and name.split(".")[0] in ("aiter", "hip", "triton_kernels"):
             hint = f" ({name.split('.')[0]} is an AMD ROCm package; this machine does not have it)"
         _log_traceback()
-        raise _LoadError("import error", f"{one_line(exc)}{hint}") from None
+        raise _LoadError("import error", _reason(exc, path, suffix=hint)) from None
     except BaseException as exc:  # anything at import time, SystemExit included
         _log_traceback()
-        raise _LoadError("import error", f"failed while importing: {one_line(exc)}") from None
+        raise _LoadError("import error", _reason(exc, path, prefix="failed while importing: ")) from None
     kernel = getattr(module, "custom_kernel", None)
     if kernel is None:
         raise _LoadError("no custom_kernel", "defines no custom_kernel(data) function")
