@@ -13,8 +13,10 @@ The worker enqueues its side first (its launches wait behind GATE, so they are n
 the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
 own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's
 own cost, which the parent measures with null calls before the worker imports the submission
-(`calibrate`). The
-parent judges the snapshot: an output that was not complete when the parent's stream took it fails,
+(`calibrate`): the hand-over from GATE to DONE with nothing between, and the parent's own steps. What
+the worker's side does around a call (its events, the output's copy into the slot) stays in the
+number: a submission that patched them away would otherwise gain what was subtracted. The parent
+judges the snapshot: an output that was not complete when the parent's stream took it fails,
 whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
 copies lands inside the interval (the output depends on it); the first input (q) is written after
 E_mid, so nothing that needs it can start before the clock. The census (harness/census.py) proves
@@ -44,7 +46,11 @@ CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output by
 # A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
 # ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
 MAX_COST_S = 60e-6
-CENSUS_LOOK_S = 0.002    # how long after enqueueing a call the parent looks whether its census is stuck
+CENSUS_LOOK_S = 0.002    # how long after the census starts the parent looks whether it is stuck
+# The longest a census may take from its launch to every block counted in. Its blocks can be placed
+# only on empty SMs, so a kernel that holds SMs delays them instead of making them miss: a few µs on
+# a free H200 (BENCHMARKS.md); longer means some SM was held when the census came.
+CENSUS_MAX_S = 20e-6
 RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
 GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until a call is enqueued
 
@@ -56,6 +62,7 @@ class Reading:
     interval_s: float   # E_mid -> E_end
     call_s: float       # the interval less the fence's own cost: the number that ranks
     held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
+    census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
 
 
 class FenceError(RuntimeError):
@@ -101,17 +108,17 @@ class Fence:
         return base + per_byte * nbytes
 
     def calibrate(self, null_call: Callable[[int, int], None]) -> None:
-        """The fence's own cost, from null calls (the worker's side waits, records its two events
-        around one tiny kernel, copies an output of the slot's size and signals, as a call does
-        around its own work) at two sizes of the first input + output, fitted as a line through each
-        size's fastest call: what is subtracted is never more than the fence cost any call.
+        """The fence's own cost, from null calls (the worker's side waits on GATE and signals DONE at
+        once: only the hand-over, nothing a submission could leave out) at two sizes of the first
+        input + output (the parent copies both), fitted as a line through each size's fastest call:
+        what is subtracted is never more than the fence cost any call.
         `null_call(seq, slot bytes)` asks the worker for one; it runs before the submission is
         imported, so nothing of the submission's is in it. The GPU is kept busy for WARM_S first: null
         calls on a GPU idle since the worker started cost up to several times what they cost in a run
         (BENCHMARKS.md)."""
         self._warm()
         fastest = []
-        self.null_times = {}
+        self.null_times, self.census_times = {}, []
         for nbytes in CALIBRATION_BYTES:
             first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
             slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
@@ -123,9 +130,10 @@ class Fence:
                 reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
                 if reading is None:
                     raise FenceError("a null call did not signal within 10 s")
-                if reading.held:
-                    raise FenceError(f"{reading.held} of {self.census.sms} SMs were held during a null call")
+                if self.held(reading):
+                    raise FenceError(f"during a null call {self.held(reading)}")
                 times.append(reading.interval_s)
+                self.census_times.append(reading.census_s)
             self.null_times[nbytes] = times[4:]
             fastest.append(min(times[4:]))
         (b0, b1), (t0, t1) = CALIBRATION_BYTES, fastest
@@ -157,19 +165,21 @@ class Fence:
         both of the last cases the caller ends the worker and calls `release`."""
         flags, stream = self.flags, self.stream
         stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
-        mid, counted, end = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(),
-                             torch.cuda.Event(enable_timing=True))
+        mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        census, counted = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(stream):
             self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
             refill_rest()
             self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
             torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
             if self.census_at == "mid":
+                census.record()
                 self.census.launch(stream)
-            counted.record()
+                counted.record()
             mid.record()
             first[0].copy_(first[1])
             if self.census_at == "gate":
+                census.record()
                 self.census.launch(stream)
                 counted.record()
             flags.write(stream, GATE, seq)
@@ -177,20 +187,31 @@ class Fence:
             snapshot.copy_(slot)
             end.record()
         self.go.write(self.side, GO, seq)
-        look = time.monotonic() + CENSUS_LOOK_S  # a census still running by then may be waiting on a held SM
+        look = None  # once the census has started: when to look whether it is stuck (its SMs held)
         while not end.query():
             now = time.monotonic()
             if now > deadline:
                 return None
-            if now > look and not counted.query():
-                held = self._held_now()
-                if held:
-                    return Reading(math.nan, math.nan, held)
+            if look is None and census.query():
                 look = now + CENSUS_LOOK_S
+            elif look is not None and now > look and not counted.query():
+                held = self._held_now()  # blocks that gave up waiting; none placed at all: every SM held
+                return Reading(math.nan, math.nan, held or self.census.sms, CENSUS_LOOK_S)
             time.sleep(0)
         interval = mid.elapsed_time(end) / 1e3
+        census_s = census.elapsed_time(counted) / 1e3
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
-        return Reading(interval, interval - self.cost_s(nbytes), self.census.missed())
+        return Reading(interval, interval - self.cost_s(nbytes), self.census.missed(), census_s)
+
+    @staticmethod
+    def held(reading: Reading) -> str:
+        """Why the census says a kernel was on the GPU when `reading`'s call began, or ""."""
+        if reading.held:
+            return f"{reading.held} of the census's blocks found their SM held"
+        if reading.census_s > CENSUS_MAX_S:
+            return (f"the census waited {reading.census_s * 1e6:.0f} µs for SMs held by another kernel "
+                    f"(on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
+        return ""
 
     def _held_now(self) -> int:
         """The census's missed blocks so far, read on the side stream (the parent's may be waiting)."""

@@ -26,6 +26,7 @@ from typing import Optional
 
 PIPE = "CUDA_MPS_PIPE_DIRECTORY"
 LOG = "CUDA_MPS_LOG_DIRECTORY"
+PERSISTING_L2 = "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT"
 ROOT = "MLA_EVAL_MPS_ROOT"  # the folder of the run's own daemon, for its evaluator processes (worker_view)
 _STATE: dict[str, Optional[str]] = {}
 
@@ -54,7 +55,9 @@ def _start() -> Optional[str]:
     pipe, log = root / "pipe", root / "log"
     pipe.mkdir(mode=0o700)
     log.mkdir(mode=0o700)
-    env = {**os.environ, PIPE: str(pipe), LOG: str(log)}
+    # No client may set L2 aside for persisting lines (a KV cache kept in L2 through the fence's
+    # flush): under MPS that limit is the daemon's, fixed when it starts.
+    env = {**os.environ, PIPE: str(pipe), LOG: str(log), PERSISTING_L2: "0"}
     try:
         started = subprocess.run([exe, "-d"], env=env, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -210,11 +210,11 @@ class Sandbox:
             if reading is None:
                 self.worker.kill()  # first: a worker still writing DONE or holding the GPU would keep the parent waiting
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
-            if reading.held:
+            held = fence.held(reading)
+            if held:
                 self.worker.kill()
-                raise WorkerFailure("held the GPU", "a kernel was still running when the call began "
-                                    f"({reading.held} of {fence.census.sms} SMs stayed held): nothing may run "
-                                    "on the GPU between calls")
+                raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({held}): "
+                                    "nothing may run on the GPU between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException as failure:
             try:

@@ -9,12 +9,14 @@ import torch
 from conftest import gpu_case_inputs
 
 from harness import sandbox
-from harness.fence import Reading, first_input
+from harness.fence import CENSUS_MAX_S, Fence, Reading, first_input
 from harness.timing import CallTiming
 
 
 class FakeFence:
     """The parent's clock: reads `call_s` for every call, whatever the worker says."""
+
+    held = staticmethod(Fence.held)  # the real fence's judgement of a reading
 
     def __init__(self, call_s: float):
         self.call_s, self.seq, self.released, self.refilled = call_s, 0, [], 0
@@ -202,5 +204,31 @@ def test_a_call_whose_census_found_an_sm_held_is_rejected_and_the_worker_ended()
     with pytest.raises(sandbox.WorkerFailure) as failure:
         box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
     assert failure.value.kind == "held the GPU" and failure.value.fatal
-    assert "3 of 132 SMs" in str(failure.value) and "\n" not in str(failure.value)
+    assert "3 of the census's blocks found their SM held" in str(failure.value) and "\n" not in str(failure.value)
     assert killed == [True] and fence.released == [1] and sent == ["call"]
+
+
+@pytest.mark.parametrize("census_s, rejected", [(CENSUS_MAX_S * 0.9, False), (CENSUS_MAX_S * 1.1, True),
+                                                (2e-3, True)])
+def test_a_census_kept_waiting_for_its_sms_rejects_the_call(census_s, rejected):
+    """A worker kernel that holds SMs when the census comes keeps its blocks from being placed at all
+    (they start their own clocks only once placed, so none misses): the time from the census's
+    launch to every block counted in says so, and the call is rejected as if a block had missed."""
+
+    class SlowCensusFence(FakeFence):
+        census = types.SimpleNamespace(sms=132)
+
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline)
+            return dataclasses.replace(reading, census_s=census_s)
+
+    fence, slot = SlowCensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
+    box, _ = fenced_box(forged(slot.shape), fence, slot)
+    box.worker.kill = lambda: None
+    if not rejected:
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+        return
+    with pytest.raises(sandbox.WorkerFailure) as failure:
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert failure.value.kind == "held the GPU"
+    assert f"the census waited {census_s * 1e6:.0f} µs for SMs held by another kernel" in str(failure.value)

@@ -1,9 +1,12 @@
 """The fence (harness/fence.py) with one part changed, for A/B runs on the H200: where the census
 runs, or whether each worker keeps its links to the MPS daemon (harness/mps.py). Prints each
-worker's calibrated fence cost. The rest of the command line is eval.py's.
+worker's calibrated fence cost and, at the end, how long the census took from its launch to every
+block counted in (fence.CENSUS_MAX_S is the limit), over the null calls and over every timed call.
+The rest of the command line is eval.py's.
 Usage: python3 tools/fence_ab.py [--census mid|gate|off] [--keep-view] -- EVAL_ARGS...
 """
 import argparse
+import atexit
 import statistics
 import sys
 from pathlib import Path
@@ -32,6 +35,24 @@ def patch(census: str, keep_view: bool) -> None:
               f"{base * 1e6:.2f} µs + {per_byte * 1e12:.3f} µs/MB; null calls µs {spread}", file=sys.stderr, flush=True)
 
     fence.Fence.calibrate = calibrated
+    run, times = fence.Fence.run, []
+
+    def timed_run(self, *args, **kwargs):
+        reading = run(self, *args, **kwargs)
+        if reading is not None:
+            times.append(reading.census_s)
+        return reading
+
+    def census_report():
+        if times:
+            ordered = sorted(times)
+            print(f"[fence_ab] census µs over {len(times)} fenced runs (null calls included): median "
+                  f"{statistics.median(ordered) * 1e6:.1f}, p99 {ordered[int(0.99 * (len(ordered) - 1))] * 1e6:.1f}, "
+                  f"max {ordered[-1] * 1e6:.1f}; over {fence.CENSUS_MAX_S * 1e6:.0f} µs: "
+                  f"{sum(t > fence.CENSUS_MAX_S for t in times)}", file=sys.stderr, flush=True)
+
+    fence.Fence.run = timed_run
+    atexit.register(census_report)
     if keep_view:
         close = launch.WorkerProcess.close_mps_view
         launch.WorkerProcess.close_mps_view = lambda self, remove=False: close(self, remove) if remove else None

@@ -20,9 +20,10 @@ Protocol (parent -> worker, worker -> parent):
   parent: {"op": "exit"}
 Before the submission is imported, a worker started with MLA_EVAL_FENCE=1 on an NVIDIA GPU says
 {"op": "fence-ready"}; the parent answers {"op": "fence", nbytes} + the flags' descriptor (or nothing),
-any number of {"op": "null", seq, nbytes} (the GATE -> DONE handover around a call's events, one tiny
-kernel and a copy of an nbytes output, -> {"op": "enqueued"}: the fence's
-own cost, measured while nothing of the submission's exists), then {"op": "import"}.
+any number of {"op": "null", seq, nbytes} (the GATE -> DONE handover with nothing between, -> {"op":
+"enqueued"}: the fence's own cost, measured while nothing of the submission's exists; what a call
+does besides its own work, its events and its output's copy into the slot, is the call's: a
+submission could leave them out), then {"op": "import"}.
   any failing call -> {"op": "error", kind, message}
 `mark` (audit runs): an NVTX range pushed around the call and the copy, so the profiler can tell
 the calls apart.
@@ -142,8 +143,7 @@ def _fence_phase(channel: Channel, timer: Any):
     from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
 
     channel.send({"op": "fence-ready"})
-    flags, tiny, copies = None, torch.zeros(1, device="cuda"), {}
-    tiny.add_(1)  # its module loaded now: a first launch behind the gate would wait for the parent, which waits for it
+    flags = None
     torch.cuda.synchronize()
     while True:
         msg, fds = channel.recv(want_fds=True)
@@ -152,20 +152,9 @@ def _fence_phase(channel: Channel, timer: Any):
             buffer = Buffer(int(msg["nbytes"]), "cuda", fds[0])
             buffer.close_fd()
             flags = StreamFlags(buffer)
-        elif op == "null" and flags is not None:  # what a call does besides its own work (_fenced_call):
-            nbytes = max(1, min(int(msg.get("nbytes", 1)), 1 << 24))  # its events, one kernel, the slot's copy
-            if nbytes not in copies:
-                copies[nbytes] = (torch.zeros(nbytes, dtype=torch.uint8, device="cuda"),
-                                  torch.zeros(nbytes, dtype=torch.uint8, device="cuda"))
-                copies[nbytes][1].copy_(copies[nbytes][0])  # (its first launch, not behind the gate)
-                torch.cuda.synchronize()
+        elif op == "null" and flags is not None:  # the hand-over alone: GATE, then DONE
             stream = torch.cuda.current_stream()
             flags.wait(stream, GATE, int(msg["seq"]))
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            tiny.add_(1)
-            end.record()
-            copies[nbytes][1].copy_(copies[nbytes][0])
             flags.write(stream, DONE, int(msg["seq"]))
             channel.send({"op": "enqueued"})
         elif op == "import":

@@ -1,5 +1,5 @@
 """Code shared by the GPU zoo's attacks on the fence's pre-clock phase (tests/zoo_gpu/resident_at_gate.py,
-preloads_kv.py, prefetches_l2.py). Not a submission: it lives outside tests/zoo_gpu because the sandbox
+preloads_kv.py, prefetches_l2.py, holds_sms_at_census.py). Not a submission: it lives outside tests/zoo_gpu because the sandbox
 hides every other file of a submission's own folder (harness/launch.py, `hidden_paths`); the zoo files
 load it by path, as they load submissions/triton_bf16.py.
 
@@ -11,6 +11,8 @@ What is here:
   holding INT32_MAX) it is an honest kernel: unfenced calls, and the CPU under Triton's interpreter.
 * `Prefetch`: a short kernel that waits (from the SMs) for the parent's refill, then reads the first
   L2-size bytes of the bf16 cache with an evict-last hint and exits.
+* `Hog`: programs that wait (from the SMs) for the parent's refill, then hold every SM for a while
+  without doing anything, so that the census comes while they are there, and exit.
 * `patch_fenced_call(before)`: harness/worker/loop.py's `_fenced_call`, with `before(data, flags, seq)`
   run first (it enqueues what it wants; the call itself is then enqueued as usual).
 
@@ -231,6 +233,18 @@ def _prefetch(words_ptr, n_words, gate_ptr, target, watch_ptr, before_ptr, sink_
     tl.store(sink_ptr + pid, tl.sum(acc, 0))
 
 
+@triton.jit(do_not_specialize=["target"])
+def _hog(gate_ptr, target, watch_ptr, before_ptr, HOLD_NS: tl.constexpr, WATCH: tl.constexpr,
+         LIMIT_NS: tl.constexpr, ON_GPU: tl.constexpr):
+    """Wait for the parent's refill, then stay on the SM for HOLD_NS (GPU) and exit."""
+    _wait_refill(watch_ptr, before_ptr, gate_ptr, target, WATCH, LIMIT_NS, ON_GPU)
+    if ON_GPU:
+        start = _sleep_and_clock()
+        now = start
+        while now - start < HOLD_NS:
+            now = _sleep_and_clock()
+
+
 # ---------------------------------------------------------------------------------------------
 # Host side.
 # ---------------------------------------------------------------------------------------------
@@ -396,6 +410,31 @@ class Prefetch:
                                num_warps=4)
 
 
+class Hog:
+    """HOG_PROGRAMS programs per SM (4 warps, no shared memory: room is left beside them for the
+    parent's refill and flush) that wait for the parent's refill, stay HOLD_S, and exit."""
+
+    HOLD_S = 300e-6
+    PER_SM = 4
+
+    def __init__(self):
+        self.open_gate: dict = {}
+
+    def launch(self, data: Any, gate: Optional[torch.Tensor] = None, target: int = 0,
+               watch: Optional[torch.Tensor] = None, before: Optional[torch.Tensor] = None) -> None:
+        device = data[0].device
+        gpu = device.type == "cuda" and os.environ.get("TRITON_INTERPRET") != "1"
+        programs = torch.cuda.get_device_properties(device).multi_processor_count * self.PER_SM if gpu else 1
+        if device not in self.open_gate:
+            self.open_gate[device] = torch.full((WATCH,), INT32_MAX, dtype=torch.int32, device=device)
+        if gate is None:
+            gate, target = self.open_gate[device], 0
+        if watch is None or before is None:
+            watch = before = self.open_gate[device]
+        _hog[(programs,)](gate, target, watch, before, HOLD_NS=int(self.HOLD_S * 1e9), WATCH=WATCH,
+                          LIMIT_NS=int(SPIN_LIMIT_S * 1e9), ON_GPU=gpu, num_warps=4)
+
+
 def warm(*kernels: Any) -> None:
     """Each of `kernels` (AtGate, Prefetch) launched once, honestly, on a small input, and the GPU
     synchronized: Triton's runtime and the kernels' modules are loaded before any gate (the cases'
@@ -466,6 +505,30 @@ def at_gate_attack(preload: bool) -> Callable[[Any], torch.Tensor]:
         pending.update(side=torch.cuda.Stream(), snap=torch.cuda.Stream())
         patch_fenced_call(before_gate)
     return custom_kernel
+
+
+def hog_attack() -> Callable[[Any], torch.Tensor]:
+    """holds_sms_at_census.py: on the GPU, before every fenced call is enqueued, a `Hog` kernel on a
+    side stream (it waits from the SMs for the parent's refill, then holds every SM through the
+    flush and the census's launch, and exits on its own); only where the snapshot shows the parent
+    has not refilled yet (`RefillWatch`). The answer is triton_bf16.py's. Returns custom_kernel."""
+    kernel = Hog()
+    refill = RefillWatch()
+    streams: dict = {}
+
+    def before_gate(data, flags, seq):
+        side, snap = streams["side"], streams["snap"]
+        watch, before, fresh = refill.snapshot(data, snap, flags, seq)
+        streams["before"] = before  # kept until the next call: the kernel reads it
+        if fresh:
+            with torch.cuda.stream(side):
+                kernel.launch(data, gate_word(flags), seq, watch, before)
+
+    if on_gpu():
+        warm(kernel)  # compiled and loaded now: never first launched behind a gate
+        streams.update(side=torch.cuda.Stream(), snap=torch.cuda.Stream())
+        patch_fenced_call(before_gate)
+    return bundled.custom_kernel
 
 
 def prefetch_attack() -> Callable[[Any], torch.Tensor]:
