@@ -3,7 +3,7 @@
 waits: nothing runs before the parent's clock) and then runs a one-program Triton kernel that stores
 through a wild pointer (address 8): an illegal-address fault in the worker's context while the parent's
 stream waits for DONE. Under MPS such a fault is, by NVIDIA's documentation, reported to every client
-of the GPU, the parent included (README, "Open in the fence", (4)). The call itself is honest (the bundled
+of the GPU, the parent included (docs/threat-model.md, "Still open", (2)). The call itself is honest (the bundled
 triton_bf16 kernel); the kernel is compiled and loaded at import, with its store masked off (a first
 launch behind the gate could wait for the parent, which waits for it).
 Must get: fails with a one-line reason; the files after it in the same run still pass and rank (what MPS

@@ -8,7 +8,7 @@ them taken before it enqueued the call), then loads the first
 parent's L2 flush (the flush empties L2, not the SMs), and only then spins on GATE: at the gate it
 reads q and computes, with that tile already on chip. At the small shapes one tile is most of a
 program's share of the cache (4 x 1024: 32 splits of 32 rows per sequence), so most of the call's
-reading happens before the clock (README, "Open in the fence", (1)). Unfenced calls and the CPU run the
+reading happens before the clock (docs/threat-model.md, "Still open", (1)). Unfenced calls and the CPU run the
 same kernel with a gate of its own already open: an honest answer. Shared code:
 tests/zoo_gpu_lib/resident.py.
 Must get: fenced, rejected by the census (the parent's check, after its flush and before its clock,

@@ -5,7 +5,7 @@ mapping of the flags buffer, `flags.buffer`) and, once the parent opens the gate
 attention over the bf16 cache itself (fp32 scores, softmax and accumulation; split-K, merged by
 triton_bf16.py's combine kernel). The call then only waits for that kernel and returns its output:
 no kernel is launched after the gate, so the hand-over the fence's null calls measure (and subtract) is
-skipped, an estimated 4-8 µs per call (README, "Open in the fence", (2)). Unfenced calls (the tests,
+skipped, an estimated 4-8 µs per call (docs/threat-model.md, "Closed in the fence"). Unfenced calls (the tests,
 warm-ups, the CPU under Triton's interpreter) run the same kernel with a gate of its own already open:
 an honest answer. The shared code is tests/zoo_gpu_lib/resident.py.
 Must get: fenced, rejected by the census (the parent's check, after its flush and before its clock,

@@ -7,7 +7,7 @@ writes would: BENCHMARKS.md (session 4, no-flush against rotated inputs, launche
 this warm L2 at 14–16% faster at 4×1k and at most 3% elsewhere.
 Must get: rejected by the profiler's audit on the 4×1k benchmark case: "timed median ... is below
 the profiler's ... µs of GPU work per call" (Nsight Compute flushes L2 before each kernel); the
-gains under the audit's 10% tolerance at larger shapes are out of its reach (README, threat model).
+gains under the audit's 10% tolerance at larger shapes are out of its reach (docs/threat-model.md).
 Added in session 15; not yet run on the H200."""
 import importlib.util
 from pathlib import Path

@@ -12,7 +12,7 @@ socket is not visible in the sandbox), and the files after it in the same run ra
 that hides it from the worker also takes the worker off MPS, and off the fence, unless the worker has a
 daemon of its own; and where the sandbox binds the run's one pipe folder, control socket included, as
 harness/launch.py's `bwrap_command` did when this file was written, expect the commands to reach it:
-README, "Open in the fence", (3). Its log says which.) On the CPU, or without the variable: nothing to
+docs/threat-model.md, "Closed in the fence". Its log says which.) On the CPU, or without the variable: nothing to
 reach; passes."""
 import importlib.util
 import os
