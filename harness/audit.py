@@ -174,7 +174,8 @@ def start(path: Path, ctx: "RunContext") -> Optional["Sandbox"]:
     try:
         box = Sandbox(path, ctx.device, log_path(ctx.log_dir, path).with_suffix(".audit.log"),
                       ctx.problem.spec.timeouts.startup, sandbox=ctx.sandbox, private=ctx.private,
-                      wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch)
+                      wrapper=ncu_command(find_ncu()), report=_report_path(scratch), scratch=scratch,
+                      shared=ctx.shared)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)  # (empty: no worker ran in it)
         raise

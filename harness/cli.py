@@ -9,7 +9,7 @@ Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad
 from __future__ import annotations
 
 # first: importing harness.run starts the run's wall clock (harness.run.STARTED)
-from harness.run import cross_compile, parallel, private_paths, run, run_popcorn, write_html
+from harness.run import cross_compile, parallel, private_paths, run, run_popcorn, shared_paths, write_html
 
 import argparse  # noqa: E402
 import glob  # noqa: E402
@@ -100,6 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="FILE",
                    help="benchmark or leaderboard mode: also evaluate FILE (if not already a --submission) and show "
                         "every submission's speedup over it")
+    p.add_argument("--energy", action="store_true",
+                   help="benchmark or leaderboard mode on a GPU with an energy counter (NVML: pip install "
+                        "'mla-eval[gpu]'): joules per call per case, the calls alone (the harness's own work measured "
+                        "apart and subtracted); each case's timed calls then last at least 10 of the counter's steps")
+    p.add_argument("--bundle", metavar="PATH",
+                   help="write a replay bundle: one JSON file with the submissions, the task's files, the seed and "
+                        "flags, the versions and GPU, and the results (--replay PATH runs it again)")
+    p.add_argument("--replay", metavar="PATH",
+                   help="run a --bundle file's evaluation again (its files, seed and flags; refused if a file at a "
+                        "path it recorded differs from its copy) and say per case whether the median is the same "
+                        "(95%% intervals overlap), faster or slower")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -127,6 +138,9 @@ def _add_evaluator_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sandbox", choices=("auto", "require", "off"), default="auto",
                    help="the OS sandbox around each worker (bubblewrap): auto (default: used where it works, "
                         "else a loud warning and results marked unsandboxed), require (refuse without it), off")
+    p.add_argument("--share", action="append", metavar="PATH",
+                   help="a file or folder every worker may read besides its own submission (read-only; repeatable): "
+                        "public code a submission loads by path. Nothing else of the checkout is visible to a worker")
 
 
 class Terminated(KeyboardInterrupt):
@@ -152,6 +166,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # (recorded in a --bundle)
+    if args.replay:
+        from harness import bundle
+
+        try:
+            args.replay_notes = bundle.replay_args(bundle.read(args.replay), args, bundle.workdir())
+        except bundle.BundleError as exc:
+            from harness import report
+
+            report.error(str(exc))
+            return 2
     if args.db is None or args.logs is None:
         # kernelbot's form runs in a folder of its own per submission: its results stay there
         folder = Path.cwd() / "results" if args.popcorn_mode is not None else results_folder()
@@ -196,11 +221,12 @@ def _start_early(args: argparse.Namespace):
         return None
     try:
         first = resolve_submissions(args.submission, args.exclude)[0]
+        shared = shared_paths(args)
     except UsageError:
         return None
     try:
         return start_worker(first, args.device, log_path(Path(args.logs), first), sandbox=args.sandbox,
-                            private=private_paths(args), fence=_fence_daemon(args, args.mode))
+                            private=private_paths(args), fence=_fence_daemon(args, args.mode), shared=shared)
     except OSError:  # e.g. an unwritable log folder: the normal path reports it
         return None
 
@@ -226,6 +252,10 @@ def _run(args: argparse.Namespace, early=None) -> int:
         raise UsageError("--compare goes with --mode history")
     if args.html and args.mode not in ("benchmark", "leaderboard", "history"):
         raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
+    if args.energy and args.mode not in ("benchmark", "leaderboard"):
+        raise UsageError("--energy goes with --mode benchmark or leaderboard (timed calls)")
+    if args.bundle and (args.mode not in MODES or args.mode == "profile" or args.history):
+        raise UsageError("--bundle goes with --mode test, benchmark or leaderboard (a run it can replay)")
     if args.seed is not None and not -2**63 <= args.seed < 2**63:
         raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
     if (args.mode == "history" or args.history and args.mode == "leaderboard") and not Path(args.db).is_file():

@@ -42,10 +42,12 @@ class RunConfig:
     max_seconds: Optional[float] = None  # time budget per benchmark case (None: the task's)
     sandbox: str = "auto"              # auto | require | off (harness/launch.py)
     private: tuple[str, ...] = ()      # paths no worker may see (the database, the logs)
+    shared: tuple[str, ...] = ()       # paths every worker may read besides its submission (--share)
     audit: bool = True                 # the profiler's audit of GPU timings (harness/audit.py)
     cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE, --shape)
     timeout: Optional[float] = None    # caps every timeout of the task (--timeout)
     fence: bool = True                 # time GPU calls with the parent's fence where it can (harness/fence.py)
+    energy: bool = False               # --energy: joules per call from the GPU's energy counter (harness/gpuwatch.py)
 
     def context(self):
         """The engine's RunContext for this configuration, in this process."""
@@ -67,7 +69,15 @@ class RunConfig:
             fence = f"unverified: no fence on {device.vendor} GPUs yet (the worker's own events)"
         return RunContext(problem, device, self.small or not device.is_gpu, Path(self.log_dir), secret=self.secret,
                           bandwidth=self.bandwidth, graph=self.graph and device.is_gpu, sandbox=self.sandbox,
-                          private=tuple(Path(p) for p in self.private), audit=self.audit, fence=fence)
+                          private=tuple(Path(p) for p in self.private), audit=self.audit, fence=fence,
+                          shared=tuple(Path(p) for p in self.shared), watch=self.watch(device), energy=self.energy)
+
+    def watch(self, device):
+        """The GPU's gauges around benchmark cases (harness/gpuwatch.py), for timed modes on a GPU."""
+        from harness.gpuwatch import open_watch
+
+        timed = self.mode in ("benchmark", "leaderboard")
+        return open_watch(device.vendor, device.is_gpu) if timed else None
 
     def fence_plan(self) -> str:
         """"fenced" where timed GPU calls will be measured by the parent (its MPS daemon started

@@ -370,7 +370,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     compiling. `private`: paths the sandbox hides (the results database, the logs). Raises
     CrossCompileError (one line) when no report can be made, SandboxUnavailable for
     sandbox="require" where there is no sandbox, ValueError for a bad target or override."""
-    from harness.launch import bwrap_command, child_env, find_bwrap, use_sandbox, worker_folder
+    from harness.launch import bwrap_command, child_env, child_view, find_bwrap, use_sandbox, worker_folder
 
     submission, task = Path(submission).resolve(), Path(task).resolve()
     for name in targets:
@@ -390,7 +390,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     with worker_folder("mla-eval-xc-") as scratch, worker_folder("mla-eval-xc-out-") as outside:
         box = None
         if sandboxed:  # (its working folder is then a tmpfs of the sandbox's own)
-            box = bwrap_command(find_bwrap(), submission, private)
+            box = bwrap_command(find_bwrap(), submission, private, **child_view(Path(__file__), task))
             command = box + child
         else:
             (Path(scratch) / "triton-cache").mkdir()

@@ -23,6 +23,7 @@ import torch
 from harness import audit
 from harness.device import DeviceInfo, synchronize
 from harness.fence import first_input
+from harness.gpuwatch import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.launch import WorkerProcess, log_path
 from harness.problem import Problem
 from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
@@ -78,6 +79,9 @@ class RunContext:
     audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
     fence: str = "unverified: not fenced"  # "fenced" where the parent's fence times calls (harness/fence.py),
                                              # else what times them and why it is unverified
+    shared: tuple[Path, ...] = ()      # paths every worker may read besides its submission (--share)
+    watch: Any = None                  # the GPU's gauges (harness/gpuwatch.py Watch), read around benchmark cases
+    energy: bool = False               # --energy: joules per call from the GPU's energy counter (gpuwatch.py)
 
     def case_seed(self, case: Case) -> int:
         """The seed a case's inputs are drawn from: its public seed keyed with the run's secret
@@ -124,7 +128,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     clock = PhaseClock(result.phases)
     steps = plan(ctx.problem.spec, mode, ctx.small)
     box = clock.timed("worker start", Sandbox, path, ctx.device, Path(result.log), ctx.problem.spec.timeouts.startup,
-                      started, ctx.sandbox, ctx.private, fence=ctx.fence == "fenced")
+                      started, ctx.sandbox, ctx.private, fence=ctx.fence == "fenced", shared=ctx.shared)
     result.sandboxed = box.sandboxed
     result.audit = ctx.fence if ctx.fence != "fenced" else "unverified: the worker did not start"
     auditor: list = []  # the audit's worker, started as the tests begin, idle before any timed call (leaderboard mode)
@@ -267,6 +271,8 @@ class _Inputs:
         self.floor_s = ctx.floor_s(self.pristine)
         self.layout = ctx.problem.layout(self.pristine)
         self.fresh: Any = None  # new inputs not yet copied in (on the CPU: by the next call)
+        self.last: Optional[tuple[torch.Tensor, Any]] = None  # the last passing output and its expected one
+        self._scratch: Any = None  # harness_only's private copy of the inputs and its flush buffer
 
     def share(self, box: Sandbox) -> None:
         """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
@@ -324,11 +330,37 @@ class _Inputs:
             return Verdict(False, layout_problem(output, shape, dtype, self.ctx.device.torch_device)), timing
         verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
                                    self.data, lambda out: problem.check(out, self.expected))
+        if verdict.ok and timed:
+            self.last = (output, self.expected)
         if verdict.ok:
             issue = timing_problem(timing, self.floor_s if timed else None)
             if issue:
                 verdict = Verdict(False, issue)
         return verdict, timing
+
+    def harness_only(self, seed: int) -> None:
+        """The parent's own work of one timed call, without the call (block B of --energy,
+        harness/gpuwatch.py): new inputs made and copied into a private copy of the shared ones, the L2
+        flushed as before a call, their expected output, and the last passing output checked again."""
+        ctx, problem = self.ctx, self.ctx.problem
+        if self._scratch is None:
+            size = max(2 * ctx.device.l2_bytes, 1 << 20) // 4 * 4 if ctx.device.is_gpu else 0
+            self._scratch = (_clone(self.data), torch.zeros(size // 4, dtype=torch.float32,
+                                                             device=ctx.device.torch_device) if size else None)
+        private, flush = self._scratch
+        fresh = problem.generate(self.case.args, seed, ctx.device.torch_device)
+        for (_, dst), (_, src) in zip(tensors(private), tensors(fresh)):
+            dst.copy_(src)
+        if flush is not None:
+            flush.zero_()
+            flush.sum()
+        problem.expected(fresh)
+        if self.last is not None:
+            output, expected = self.last
+            shape, dtype = self.layout
+            judge(output, shape, dtype, ctx.device.torch_device, private, private,
+                  lambda out: problem.check(out, expected))
+        synchronize(ctx.device)
 
 
 def layout_problem(output: OutputLayout, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
@@ -369,6 +401,12 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     kernel_times: list[float] = []  # fenced calls: the worker's own events (a diagnostic beside the ranked time)
     matched = [""]  # the last output's verdict text ("matches kv=..., rel L2 ...")
     next_seed = ctx.timed_seeds(case)
+    watch = ctx.watch if ctx.watch is not None and ctx.watch.available else None
+    meter = watch if ctx.energy and watch is not None and watch.energy() is not None else None
+    # --energy: the timed calls go on until they span enough of the energy counter's steps (in the budget)
+    energy_s = min(1.2 * MIN_PERIODS * meter.counter_period(), timing.max_seconds) if meter else 0.0
+    gauges = watch.case() if watch else None
+    block_start = meter.energy() if meter else None
     start = time.monotonic()
 
     def timed_calls(more: Callable[[], bool]) -> Optional[str]:
@@ -387,10 +425,13 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
                 kernel_times.append(call_timing.kernel_s)
             progress("call", case=case, done=len(device_times), total=timing.max_runs)
             matched[0] = verdict.reason
+            if gauges:
+                gauges.tick()
         return None
 
     failed = timed_calls(lambda: not should_stop(device_times, time.monotonic() - start, timing.min_runs,
-                                                 timing.max_runs, timing.max_seconds, timing.target_rel_ci))
+                                                 timing.max_runs, timing.max_seconds, timing.target_rel_ci)
+                         or time.monotonic() - start < energy_s)
 
     def tail_issue() -> Optional[str]:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running
@@ -404,16 +445,44 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
         failed = timed_calls(lambda: len(device_times) < timing.max_runs
                              and deadline - time.monotonic() > 1 + 3 * max(host_times + device_times))
         issue = failed or tail_issue()
+    block_end = meter.energy() if meter else None
+    elapsed = time.monotonic() - start
+    clocks, clock_warnings = gauges.finish() if gauges else ({}, ())
     if issue:
-        return _result(case, False, issue)
+        return _result(case, False, issue, clocks=clocks, warnings=clock_warnings)
+    energy: dict[str, Any] = {}
+    if meter and block_start and block_end:
+        energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
+                                    device_times, next_seed)
     device = summarize(device_times)
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    caught_up=tuple(caught_up), kernel=summarize(kernel_times) if kernel_times else None,
-                   tail=summarize(tails), bytes=moved,
-                   warnings=method_notes + noise_warnings(device_times, device, time.monotonic() - start,
+                   tail=summarize(tails), bytes=moved, clocks=clocks, **energy,
+                   warnings=method_notes + noise_warnings(device_times, device, elapsed,
                                                           timing.max_seconds, timing.target_rel_ci,
                                                           caught_up if ctx.device.is_gpu else ())
-                   + caught_up_warnings(caught_up, device_times))
+                   + caught_up_warnings(caught_up, device_times) + clock_warnings)
+
+
+def _energy(inputs: _Inputs, meter: Any, calls: EnergyBlock, device_times: list[float],
+            next_seed: Callable[[], int]) -> dict[str, Any]:
+    """--energy's figure for a case whose timed calls spanned `calls` (block A): block B, the harness's
+    own work of as many calls paced over A's time less the calls', then (A - B) / calls
+    (harness/gpuwatch.py). CaseResult's energy fields."""
+    period, n = meter.counter_period(), len(device_times)
+    harness = EnergyBlock(0.0, 0.0)
+    if calls.seconds >= MIN_PERIODS * period:
+        rest = max(0.0, calls.seconds - sum(device_times))
+        first = meter.energy()
+        paced(lambda: inputs.harness_only(next_seed()), n, rest)
+        harness = EnergyBlock.between(first, meter.energy())
+        if harness.seconds > 1.25 * rest + period:
+            return {"energy_note": f"not measured: the harness's own work ({harness.seconds * 1e3:.0f} ms) outran the "
+                                   f"calls' rhythm ({rest * 1e3:.0f} ms)"}
+        if harness.seconds > rest > 0:  # a little late: its energy at its own mean power over the intended time
+            harness = EnergyBlock(harness.mj * rest / harness.seconds, rest)
+    joules, bound, note = energy_per_call(calls, harness, n, period)
+    return {"energy_j": joules, "energy_err_j": bound, "energy_note": note}
 
 
 def _profile_case(inputs: _Inputs) -> CaseResult:

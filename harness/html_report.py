@@ -14,7 +14,9 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from harness.gpuwatch import run_line
 from harness.results import CPU_TIMING_METHOD, geomean, is_cpu_timed, is_verified, ranked
+from harness.ties import TIE_RULE
 from harness.store import Store
 
 
@@ -53,14 +55,16 @@ def _rows(store: Store, run) -> list[dict[str, Any]]:
     for sub, cases in store.run_results(run["id"]):
         timed = {(c["label"] or c["name"]): c for c in cases if c["kind"] == "benchmark"}
         failed = next((c for c in cases if not c["ok"] and not c["reason"].startswith("not run")), None)
+        low, high = sub["geomean_ci_low_us"], sub["geomean_ci_high_us"]
         rows.append({"name": sub["name"], "path": sub["path"], "sha256": sub["sha256"], "ok": bool(sub["ok"]),
-                     "geomean": sub["geomean_us"], "verified": is_verified(sub["audit"] or ""),
+                     "geomean": sub["geomean_us"], "interval": (low, high) if low is not None else None,
+                     "verified": is_verified(sub["audit"] or ""),
                      "timing": sub["audit"] or "", "sandboxed": sub["sandboxed"], "scan": sub["scan"],
                      "flags": json.loads(sub["flags"] or "[]"), "cases": timed,
                      "detail": sub["error"] or (f"{failed['kind']} {failed['label'] or failed['name']}: {failed['reason']}"
                                                 if failed else "")})
     return [{**r, "rank": rank} for r, rank in ranked(rows, lambda r: r["geomean"], lambda r: r["verified"],
-                                                       lambda r: r["name"])]
+                                                       lambda r: r["name"], lambda r: r["interval"])]
 
 
 def _union(keyed: Sequence[dict]) -> list[str]:
@@ -81,6 +85,7 @@ def _num(x: Optional[float], digits: int = 1) -> str:
 
 def render(run, rows: list[dict], bandwidth: Optional[float], history: dict[str, list[dict]]) -> str:
     labels = _union([r["cases"] for r in rows])
+    clocks = run_line([(f"{r['name']} {label}", _Watched(c)) for r in rows for label, c in r["cases"].items()])
     verified = sum(r["verified"] for r in rows)
     cpu = any(is_cpu_timed(r["timing"]) for r in rows)  # (then the run's timing is the CPU's, whatever it stored)
     head = (f"Run {run['id']} · {esc(run['task'])} · {esc(run['mode'])} · {esc(run['device'])} · "
@@ -92,7 +97,8 @@ def render(run, rows: list[dict], bandwidth: Optional[float], history: dict[str,
                "that timing works; they do not say which kernel is faster on a GPU.</p>"] if cpu else []),
             "<p class=note>µs: median time per call (± its 95% interval). Ranks 1, 2, … are timings measured "
             "outside the submission's process (verified); u1, u2, … were timed inside it (unverified) and are "
-            f"ranked apart. {verified} of {len(rows)} submission(s) verified.</p>",
+            f"ranked apart. {verified} of {len(rows)} submission(s) verified. =N: tied, the geomeans' 95% intervals "
+            f"overlap ({esc(TIE_RULE)}).</p>", *([f"<p class=note>{esc(clocks)}</p>"] if clocks else []),
             "<div class=controls><input id=filter type=search placeholder='filter submissions' "
             "aria-label='filter submissions'> <label><input id=onlyverified type=checkbox> verified only</label></div>",
             _leaderboard(rows, labels, bandwidth), "<h2>Per case</h2>", _legend(rows),
@@ -101,6 +107,14 @@ def render(run, rows: list[dict], bandwidth: Optional[float], history: dict[str,
     body += [_history(r, history.get(r["path"], [])) for r in rows]
     return PAGE.format(csp=CSP, title=esc(f"Leaderboard · run {run['id']} · {run['task']}"), style=STYLE,
                        body="\n".join(body), script=SCRIPT)
+
+
+class _Watched:
+    """A stored case as gpuwatch.run_line reads a CaseResult: its clocks and warnings."""
+
+    def __init__(self, case):
+        self.clocks = json.loads(case["clocks"]) if case["clocks"] else {}
+        self.warnings = [w for w in (case["warnings"] or "").split("; ") if w]
 
 
 def _badges(r: dict) -> str:
@@ -113,7 +127,7 @@ def _badges(r: dict) -> str:
 
 
 def _leaderboard(rows: list[dict], labels: list[str], bandwidth: Optional[float]) -> str:
-    cols = ["#", "submission", "status", "geomean µs", "% of BW"] + labels + ["trust", "detail"]
+    cols = ["#", "submission", "status", "geomean µs (95% CI)", "% of BW"] + labels + ["trust", "detail"]
     kinds = ["rank", "text", "text", "num", "num"] + ["num"] * len(labels) + ["text", "text"]
     header = "".join(f'<th data-kind="{k}" tabindex=0>{esc(c)}</th>' for c, k in zip(cols, kinds))
     lines = []
@@ -122,6 +136,9 @@ def _leaderboard(rows: list[dict], labels: list[str], bandwidth: Optional[float]
         cells = [(r["rank"], _rank_key(r["rank"])), (r["name"], r["name"]), ("pass" if r["ok"] else "FAIL", r["ok"]),
                  (_num(r["geomean"]), r["geomean"]), (_num(pct, 0) + ("%" if pct is not None else ""), pct)]
         tds = [f'<td data-v="{esc(v)}">{esc(t)}</td>' for t, v in cells]
+        if r["interval"]:
+            tds[3] = (f'<td data-v="{esc(r["geomean"])}">{_num(r["geomean"])} <span class=ci>'
+                      f'{_num(r["interval"][0])}–{_num(r["interval"][1])}</span></td>')
         for label in labels:
             c = r["cases"].get(label)
             if c is None or not c["ok"] or c["median_us"] is None:
@@ -129,7 +146,9 @@ def _leaderboard(rows: list[dict], labels: list[str], bandwidth: Optional[float]
                 continue
             ci = f' <span class=ci>±{c["ci95_rel"] * 100:.1f}%</span>' if c["ci95_rel"] is not None else ""
             warn = f' <span class=w title="{esc(c["warnings"])}">⚠</span>' if c["warnings"] else ""
-            tds.append(f'<td data-v="{c["median_us"]}">{_num(c["median_us"])}{ci}{warn}</td>')
+            energy = (f' <span class=ci title="energy per call, the calls alone (--energy)">{c["energy_mj"]:,.3f} mJ'
+                      f'</span>' if c["energy_mj"] is not None else "")
+            tds.append(f'<td data-v="{c["median_us"]}">{_num(c["median_us"])}{ci}{warn}{energy}</td>')
         tds.append(f"<td>{_badges(r)}</td>")
         tds.append(f"<td class=detail>{esc(r['detail'])}</td>")
         lines.append(f'<tr data-name="{esc(r["name"].lower())}" data-verified="{int(r["verified"])}">{"".join(tds)}</tr>')
@@ -138,8 +157,9 @@ def _leaderboard(rows: list[dict], labels: list[str], bandwidth: Optional[float]
 
 
 def _rank_key(rank: str) -> str:
-    """Sortable: verified ranks, then unverified, then none."""
-    if rank == "-":
+    """Sortable: verified ranks, then unverified, then none ("=2": tied, sorts as 2)."""
+    rank = rank.lstrip("=")
+    if rank in ("-", ""):
         return "3"
     return f"2{int(rank[1:]):06d}" if rank.startswith("u") else f"1{int(rank):06d}"
 

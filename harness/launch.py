@@ -4,12 +4,14 @@ The CLI calls this before it imports torch, for the first submission of a run, s
 startup overlaps the parent's; `harness.sandbox.Sandbox` uses it for every other worker.
 
 What the sandbox gives the worker (`bwrap_command`):
-  * the whole filesystem read-only, with the other files of its submission's folder, the results
-    database and the log folder hidden; a private /tmp, its working folder /tmp/work (HOME, the
+  * a filesystem built from an allow-list (harness/allowlist.py, `allowed_paths`), read-only: the
+    system's programs and libraries, the interpreter and its import path, the harness's worker-side
+    modules and the submission file, and nothing else (no checkout, results, logs, other
+    submissions, $HOME or host /tmp); a private /tmp, its working folder /tmp/work (HOME, the
     Triton cache) and /dev/shm, each a tmpfs of at most TMPFS_LIMIT bytes: nothing it writes
     reaches the host's disks (which it could otherwise fill, with the results database on them),
     and all of it goes with the sandbox;
-  * the GPU's device nodes, nothing else of /dev;
+  * the GPU's device nodes (and /sys, read-only, where there is a GPU), nothing else of /dev;
   * new user, PID, IPC, UTS, cgroup and network namespaces (no network; its /proc lists only
     its own processes, so the parent's memory, descriptors and environment are out of sight),
     and no user namespace of its own inside (so no mounts of its own);
@@ -38,11 +40,10 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from harness.allowlist import REPO_ROOT, WORKER_CODE, Allowed, allowed_paths
 from harness.channel import PARENT_LIMIT, Channel, pair
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_MODES = ("auto", "require", "off")
-GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
 TMPFS_LIMIT = 1 << 30  # bytes the worker may keep in its private /tmp, and in /dev/shm (host memory)
 # Every namespace new, the user namespace too (not only where it can be made), and none more inside:
 # a nested user namespace would let the worker mount tmpfs folders of its own, with no size cap
@@ -169,81 +170,83 @@ def _probe() -> Optional[str]:
     return None
 
 
-def hidden_paths(submission: Path, private: Sequence[Path]) -> tuple[list[Path], list[Path]]:
-    """(folders to cover with an empty tmpfs, files to cover with /dev/null): the other files of
-    the submission's folder, and the paths in `private` (database, logs)."""
-    folders, files = [], []
-    root = REPO_ROOT.resolve()
-    here = submission.resolve().parent
-    if root == here or root.is_relative_to(here):  # its folder holds the harness: mask the siblings only
-        files += [p for p in here.glob("*.py") if p.resolve() != submission.resolve()
-                  and p.name not in ("reference.py", "eval.py")]
-    else:
-        folders.append(here)
-    for path in private:
-        path = Path(path).resolve()
-        if path.is_dir() and not _holds_needed(path):
-            folders.append(path)
-        elif path.is_file():
-            files += [p for p in (path, Path(f"{path}-journal"), Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
-    return folders, files
-
-
-SYSTEM_FOLDERS = tuple(Path(p) for p in ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/dev",
-                                           "/proc", "/sys", "/run", "/var", "/snap", "/nix"))
-
-
-def _holds_needed(folder: Path) -> bool:
-    """Whether hiding `folder` would hide what a worker may need: the harness, Python and its import
-    path, the system's folders (libraries, tools, drivers), or the sandbox's own /tmp."""
-    needed = [REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), *(Path(p) for p in sys.path if p)]
-    return folder in (Path("/"), Path("/tmp")) or any(folder.is_relative_to(s) for s in SYSTEM_FOLDERS) or any(
-        n.resolve() == folder or n.resolve().is_relative_to(folder) for n in needed)
-
-
 def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: Optional[Path] = None,
-                  mps_view: Optional[Path] = None) -> SandboxCommand:
+                  mps_view: Optional[Path] = None, code: Sequence[Path] = WORKER_CODE, files: Sequence[Path] = (),
+                  tools: Sequence[str] = ()) -> SandboxCommand:
     """The sandbox for one worker (or for a profiler and the worker it runs: Nsight Compute inside
     the sandbox costs ~9 ms per kernel, as outside it; across the sandbox's PID namespace it costs
-    ~110 ms, BENCHMARKS.md session 7). Its working folder /tmp/work is a tmpfs of its own, or the
-    host folder `scratch` where the parent must collect files from it (a vendor profiler's report).
-    The caller passes the command's `fds` to the child and closes them once it started. `mps_view`:
-    the folder (harness/mps.py, `worker_view`) the worker finds the MPS daemon's sockets in; without
-    one the worker reaches no MPS daemon and its CUDA context is an ordinary one."""
-    cmd = SandboxCommand([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                          "--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp", "--size", str(TMPFS_LIMIT), "--tmpfs", "/dev/shm"])
-    for listing in ("/proc/keys", "/proc/key-users"):  # the host's keys' names and owners' quotas
-        if os.path.exists(listing):
-            cmd += ["--ro-bind", "/dev/null", listing]
-    for needed in _imports_under_tmp():  # a checkout or Python living in /tmp stays importable (read-only)
-        cmd += ["--ro-bind", str(needed), str(needed)]
-    import glob
-
-    for pattern in GPU_NODES:
-        for node in sorted(glob.glob(pattern)):
-            cmd += ["--dev-bind", node, node]
+    ~110 ms, BENCHMARKS.md session 7). What it can read is the allow-list (harness/allowlist.py,
+    `allowed_paths`, with `code`, `files`, `tools` and `private` as there), nothing else. Its
+    working folder /tmp/work is a tmpfs of its own, or the host folder `scratch` where the parent
+    must collect files from it (a vendor profiler's report). The caller passes the command's `fds`
+    to the child and closes them once it started. `mps_view`: the folder (harness/mps.py,
+    `worker_view`) the worker finds the MPS daemon's sockets in; without one the worker reaches no
+    MPS daemon and its CUDA context is an ordinary one."""
     pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
-    if pipe and mps_view is not None:  # the run's MPS daemon (harness/mps.py): links to its sockets, for a while
-        cmd += ["--bind", str(mps_view), pipe]
-    folders, files = hidden_paths(submission, private)
-    for folder in folders:
-        cmd += ["--tmpfs", str(folder)]
-    for file in files:
-        cmd += ["--ro-bind", "/dev/null", str(file)]
-    cmd += ["--ro-bind", str(submission.resolve()), str(submission.resolve())]
-    cmd += ["--bind", str(scratch), "/tmp/work"] if scratch else ["--size", str(TMPFS_LIMIT), "--tmpfs", "/tmp/work"]
-    for folder in folders:  # after every mount point inside them is made (its folder may be /tmp itself)
-        cmd += ["--remount-ro", str(folder)]
-    cmd += ["--chdir", "/tmp/work",
-            *UNSHARE, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
-            "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache"]
-    seccomp = _seccomp_fd()
-    if seccomp is not None:
-        cmd += ["--seccomp", str(seccomp)]
-        cmd.fds = (seccomp,)
+    mps = (mps_view, pipe) if pipe and mps_view is not None else None
+    view = allowed_paths(submission, code=code, files=files, tools=tools, private=private, scratch=scratch, mps=mps)
+    cmd, fds, read_only = SandboxCommand([exe]), [], []
+    try:
+        for entry in view:
+            cmd += _mount(entry, fds, read_only)
+        # After every mount point inside them is made: the covers, and the root with the folders
+        # made for the mount points, read-only (a tmpfs with no size cap, which a worker could fill).
+        for path in [*read_only, "/"]:
+            cmd += ["--remount-ro", path]
+        cmd += ["--chdir", "/tmp/work",
+                *UNSHARE, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--setenv", "HOME", "/tmp/work", "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "TRITON_CACHE_DIR", "/tmp/work/triton-cache"]
+        seccomp = _seccomp_fd()
+        if seccomp is not None:
+            cmd += ["--seccomp", str(seccomp)]
+            fds.append(seccomp)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    cmd.fds = tuple(fds)
     cmd.append("--")
     return cmd
+
+
+def child_view(module: Path, task: Path) -> dict:
+    """bwrap_command's `code` and `files` for a child that runs `python -m harness.MODULE` on a task
+    (the cross-compile and vendor-profile children): that module's imports, the task file, its
+    reference.py and the reference's imports."""
+    from harness.problem import reference_path
+
+    return {"code": (Path(module), reference_path(task)), "files": (Path(task),)}
+
+
+def _mount(entry: Allowed, fds: list[int], read_only: list[str]) -> list[str]:
+    """bwrap's arguments for one entry of the view (a file's content through a descriptor added to
+    `fds`; a cover's tmpfs added to `read_only`, made read-only once everything is mounted)."""
+    path = str(entry.path)
+    if entry.kind == "ro":
+        return ["--ro-bind", str(entry.source), path]
+    if entry.kind == "rw":
+        return ["--bind", str(entry.source), path]
+    if entry.kind == "dev":
+        return ["--dev-bind", str(entry.source), path]
+    if entry.kind == "devfs":
+        return ["--dev", path]
+    if entry.kind == "proc":
+        return ["--proc", path]
+    if entry.kind == "tmpfs":
+        return ["--size", str(TMPFS_LIMIT), "--tmpfs", path]
+    if entry.kind == "symlink":
+        return ["--symlink", str(entry.source), path]
+    if entry.kind == "data":
+        fd = os.memfd_create("mla-eval-view", 0)
+        fds.append(fd)
+        os.write(fd, entry.data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        return ["--ro-bind-data", str(fd), path]
+    if entry.kind == "holder" or entry.path.is_dir():  # "hide" (a folder), "holder": read-only at the end
+        read_only.append(path)
+        return ["--size", "4096", "--tmpfs", path]
+    return ["--ro-bind", "/dev/null", path]
 
 
 def use_sandbox(mode: str) -> bool:
@@ -319,9 +322,10 @@ def child_env() -> dict[str, str]:
 
 def _make_private(private: Sequence[Path]) -> None:
     """Create the private paths that do not exist yet (the log folder; the database as an empty file
-    SQLite opens later, and its rollback journal, which harness/store.py keeps as one file), so that
-    the sandbox hides them even from a worker started before the run opened them: a path created
-    after the worker started would appear inside it."""
+    SQLite opens later, and its rollback journal, which harness/store.py keeps as one file). None of
+    them is on the sandbox's allow-list; one that lies inside an allowed folder anyway (a --db under
+    a Python prefix) is covered (harness/allowlist.py), and only if it exists when the worker starts:
+    one made later would appear inside that folder."""
     for path in map(Path, private):
         if path.suffix:  # a file: the database
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -330,16 +334,6 @@ def _make_private(private: Sequence[Path]) -> None:
                     file.touch()
         else:
             path.mkdir(parents=True, exist_ok=True)
-
-
-def _imports_under_tmp() -> list[Path]:
-    """What the worker imports from (this checkout, Python's prefixes, the parent's import path) that
-    lies under /tmp, which the sandbox replaces with an empty tmpfs: outermost paths only."""
-    tmp = Path("/tmp")
-    candidates = [REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), *(Path(p) for p in sys.path if p)]
-    found = sorted({p.resolve() for p in candidates if p.exists()
-                    and p.resolve() != tmp and p.resolve().is_relative_to(tmp)})
-    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
 
 
 @dataclasses.dataclass
@@ -489,6 +483,7 @@ class StreamCopy:
                                   .encode())
                         return
                     out.write(chunk)
+                    out.flush()  # on disk as it comes: a log can be followed (tail -f) while the worker runs
                     written += len(chunk)
             except OSError:  # the file cannot be written (a full disk): the stream is drained or closed all the same
                 self.overflowed = True
@@ -576,14 +571,16 @@ def run_captured(command: list[str], env: dict, cwd: Path, folder: Path, timeout
 
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
                  sandbox: str = "auto", private: Sequence[Path] = (), wrapper: Sequence[str] = (),
-                 report: Optional[Path] = None, scratch: Optional[Path] = None, fence: bool = False) -> WorkerProcess:
+                 report: Optional[Path] = None, scratch: Optional[Path] = None, fence: bool = False,
+                 shared: Sequence[Path] = ()) -> WorkerProcess:
     """Start the worker (harness/worker/__main__.py) for `submission`, sandboxed unless `sandbox` is
     "off" (or "auto" where the sandbox cannot be made). `wrapper`: a command to run it under (the profiler,
     inside the same sandbox), which writes its report to standard output, copied to `report`
     (the worker's own output goes to `log_file`). device_type None lets the worker pick the GPU if
     it has one; l2_bytes 0 lets it read the L2 size itself. Raises SandboxUnavailable for "require"
     where no sandbox can be made. `fence`: the worker offers the parent's fence before it imports the
-    submission (harness/fence.py)."""
+    submission (harness/fence.py). `shared`: files or folders every worker may read besides its own
+    (--share: public code a submission loads by path)."""
     sandboxed = use_sandbox(sandbox)
     _make_private(private)
     owns = scratch is None
@@ -609,7 +606,8 @@ def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l
         from harness import mps
 
         view = mps.worker_view() if sandboxed else None
-    box = bwrap_command(find_bwrap(), submission, private, mps_view=view) if sandboxed else SandboxCommand()
+    box = (bwrap_command(find_bwrap(), submission, private, mps_view=view, files=shared, tools=wrapper[:1])
+           if sandboxed else SandboxCommand())
     command = box + [*wrapper, *inner]
     if not sandboxed:
         env.update(HOME=str(scratch), TRITON_CACHE_DIR=str(scratch / "triton-cache"))

@@ -101,7 +101,7 @@ def configured(problem: Problem, policy: Optional[str] = None, max_seconds: Opti
 def load_problem(task_path: str | Path) -> Problem:
     """Load task.yml and its reference.py (beside it, or where its `reference` key says), validating both."""
     task_path = Path(task_path).resolve()
-    ref_path = (task_path.parent / _reference_name(task_path)).resolve()
+    ref_path = reference_path(task_path)
     if not ref_path.exists():
         raise SpecError(f"{ref_path}: the task's reference.py is missing")
     reference = sys.modules.get("reference")
@@ -114,6 +114,12 @@ def load_problem(task_path: str | Path) -> Problem:
     if missing:
         raise SpecError(f"{ref_path}: missing function(s) {', '.join(missing)}")
     return Problem(load_task(task_path, reference.generate_input), reference)
+
+
+def reference_path(task_path: str | Path) -> Path:
+    """Where a task file's reference.py is (beside it, or where its `reference` key says)."""
+    task_path = Path(task_path).resolve()
+    return (task_path.parent / _reference_name(task_path)).resolve()
 
 
 def _reference_name(task_path: Path) -> str:

@@ -16,7 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.channel import markdown_code, markdown_text
-from harness.results import CPU_TIMING_METHOD, CaseResult, SubmissionResult, board_order, cpu_timed
+from harness.results import (CPU_TIMING_METHOD, CaseResult, SubmissionResult, board_order, cpu_timed, ranked,
+                             tie_group)
+from harness.ties import TIE_RULE
 from harness.scan import ScanResult
 
 # Wide tables stay readable when piped to a file or a CI log (rich would wrap at 80 columns).
@@ -73,6 +75,13 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "pct_bandwidth": gbps * 1e9 / bandwidth * 100 if gbps and bandwidth else None,
         "audit_us": c.audit_s * 1e6 if c.audit_s is not None else None,
         "kernel_us": c.kernel.median * 1e6 if c.kernel else None,  # fenced runs: the worker's own events
+        "energy_mj": c.energy_j * 1e3 if c.energy_j is not None else None,  # --energy: per call, the calls alone
+        "energy_err_mj": c.energy_err_j * 1e3 if c.energy_err_j is not None else None,
+        "energy_note": c.energy_note or None,
+        "sm_mhz_min": (c.clocks.get("sm_mhz") or [None] * 3)[1],  # the clock watch (harness/gpuwatch.py)
+        "mem_mhz_min": (c.clocks.get("mem_mhz") or [None] * 3)[1],
+        "temp_c_max": c.clocks.get("temp_c_max"), "power_w_max": c.clocks.get("power_w_max"),
+        "throttle": ", ".join(c.clocks.get("throttle", [])) or None,
     }
 
 
@@ -145,8 +154,10 @@ _CASE_COLUMNS = (  # (key, title, format) in display order; NARROW_DROPS says wh
     ("min_us", "min µs", _us), ("max_us", "max µs", _us), ("runs", "runs", _num), ("host_us", "host µs", _us),
     ("tail_us", "sync tail µs", _us), ("gbps", "GB/s", _num),
     ("pct_bandwidth", "% of BW", lambda x: _num(x, "{:.0f}%")), ("audit_us", "audit µs", _us),
+    ("energy_mj", "mJ/call", lambda x: _num(x, "{:,.3f}")), ("sm_mhz_min", "SM MHz", _num),
 )
-NARROW_DROPS = ("tail_us", "host_us", "std_us", "mean_us", "audit_us", "max_us", "min_us", "gbps", "runs")
+NARROW_DROPS = ("sm_mhz_min", "tail_us", "host_us", "std_us", "mean_us", "audit_us", "max_us", "min_us", "gbps",
+                "runs", "energy_mj")
 
 
 class SubmissionTable:
@@ -158,8 +169,13 @@ class SubmissionTable:
         self.result = result
         self.timed = any(c.device for c in result.cases)
         self.rows = [(f"{c.kind} {_case_label(c, label)}", c.ok, case_numbers(c, bandwidth),
-                      escape(c.reason) + "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in c.warnings))
+                      escape(c.reason) + "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in c.warnings)
+                      + (f"\n[dim]energy: {escape(c.energy_note)}[/]" if c.energy_note else ""))
                      for c in result.cases]
+
+    def _shown(self, key: str) -> bool:
+        """The energy and SM clock columns only where some case has them (--energy; a watched GPU)."""
+        return key not in ("energy_mj", "sm_mhz_min") or any(numbers[key] is not None for _, _, numbers, _ in self.rows)
 
     def table(self, keys: Sequence[str], detail: bool = True) -> Table:
         r = self.result
@@ -178,7 +194,7 @@ class SubmissionTable:
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        keys = [key for key, _, _ in _CASE_COLUMNS] if self.timed else []
+        keys = [key for key, _, _ in _CASE_COLUMNS if self._shown(key)] if self.timed else []
         detail = any(text for *_, text in self.rows)
         for drop in (None, *NARROW_DROPS):
             if drop in keys:
@@ -187,7 +203,7 @@ class SubmissionTable:
             if room >= (MIN_DETAIL if detail else -3):
                 break
         yield self.table(keys, detail)
-        dropped = [title for key, title, _ in _CASE_COLUMNS if self.timed and key not in keys]
+        dropped = [title for key, title, _ in _CASE_COLUMNS if self.timed and key not in keys and self._shown(key)]
         if dropped:
             yield Text(f"Not shown at this width: {', '.join(dropped)} (in --json / --csv, or a wider terminal).",
                        style="dim")
@@ -212,6 +228,7 @@ class BoardLayout:
     scan: str                     # "full": classification and pattern names; "short": "2 flags"; "below": no column
     name_limit: Optional[int]     # shorten longer submission names (None: whole)
     detail_inline: bool           # the failure reason, clipped to DETAIL_LINES (else: only below the table)
+    interval_inline: bool = True  # the score's 95% interval (and the energy) in columns (else: under the table)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +238,8 @@ class _BoardRow:
     status: Text
     score: str
     roofline: str
+    interval: str                 # the score's 95% interval, "lo–hi" µs ("-" where none)
+    energy: str                   # geomean joules per call, as mJ ("-" where none; --energy)
     cases: tuple[Text, ...]
     timed: bool                   # at least one benchmark case has a median
     scan: ScanResult
@@ -242,6 +261,8 @@ class Leaderboard:
         BoardLayout(cases_inline=False, scan="short", name_limit=NAME_LIMIT, detail_inline=True),
         BoardLayout(cases_inline=False, scan="short", name_limit=NAME_LIMIT, detail_inline=False),
         BoardLayout(cases_inline=False, scan="below", name_limit=NAME_LIMIT, detail_inline=False),
+        BoardLayout(cases_inline=False, scan="below", name_limit=NAME_LIMIT, detail_inline=False,
+                    interval_inline=False),
     )
 
     def __init__(self, results: Sequence[SubmissionResult], label: Callable[[dict], str], device: str,
@@ -260,7 +281,10 @@ class Leaderboard:
                           f"{RANK_TITLES[ranking]}; ⚠ = a timing warning, see the per-case table or exports)")
         if not self.cpu and any(r.score_us(ranking) is not None and not r.verified for r in results):
             self.title += "; u = unverified: timed inside the submission's process, ranked apart"
+        if any(rank.startswith("=") for _, rank in order):
+            self.title += "; =N: tied, their scores' 95% intervals overlap"
         self.score_title = RANK_TITLES[ranking]
+        self.energy = any(r.geomean_energy_j() is not None for r in results)
         self.rows: list[_BoardRow] = []
         for r, rank in order:
             by_case = {(c.kind, c.index): c for c in r.cases}
@@ -272,10 +296,14 @@ class Leaderboard:
                 else:
                     cells.append(Text("x", style="red") if c else Text("-"))
             score, roof = r.score_us(ranking), r.geomean_roofline(bandwidth)
+            interval = r.score_interval_us(ranking) if not self.cpu else None
+            joules = r.geomean_energy_j()
             self.rows.append(_BoardRow(
                 rank=rank, name=r.name,
                 status=Text("pass", style="green") if r.ok else Text("FAIL", style="red"),
-                score=_us(score), roofline=_num(roof * 100 if roof else None, "{:.0f}%"), cases=tuple(cells),
+                score=_us(score), roofline=_num(roof * 100 if roof else None, "{:.0f}%"),
+                interval=f"{_us(interval[0])}–{_us(interval[1])}" if interval else "-",
+                energy=_num(joules * 1e3 if joules else None, "{:,.2f}"), cases=tuple(cells),
                 timed=any(c.kind == "benchmark" and c.ok and c.device for c in r.cases), scan=r.scan,
                 detail=_failure_reason(r, label, markup=False)))
 
@@ -291,6 +319,11 @@ class Leaderboard:
         table.add_column("status", no_wrap=True)
         table.add_column(_header(self.score_title), justify="right", style="bold", no_wrap=True)
         table.add_column("geomean\n% of BW", justify="right", no_wrap=True)
+        intervals = layout.interval_inline and any(row.interval != "-" for row in self.rows)
+        if intervals:
+            table.add_column("95% CI\nµs", justify="right", no_wrap=True)
+        if layout.interval_inline and self.energy:
+            table.add_column("geomean\nmJ/call", justify="right", no_wrap=True)
         if layout.cases_inline:
             for title in self.columns:
                 table.add_column(title.replace(" ", "\n"), justify="right", no_wrap=True)
@@ -300,6 +333,8 @@ class Leaderboard:
             table.add_column("detail", width=detail_width, no_wrap=True, overflow="ellipsis")
         for row in self.rows:
             cells = ([] if self.cpu else [row.rank]) + [self._name(row, layout), row.status, row.score, row.roofline]
+            cells += ([row.interval] if intervals else []) + ([row.energy] if layout.interval_inline and self.energy
+                                                               else [])
             if layout.cases_inline:
                 cells += row.cases
             if layout.scan != "below":
@@ -358,6 +393,10 @@ class Leaderboard:
         yield from _notes("Why they failed, in full:", failures)
         scans = [(row.name, row.scan.summary()) for row in self.rows if _scan_cut(row.scan, layout.scan)]
         yield from _notes("Static scan, in full (for review: flags never change a verdict):", scans)
+        if not layout.interval_inline:
+            yield from _notes("95% intervals of the scores, µs" + (" (and geomean mJ per call)" if self.energy else "")
+                              + ":", [(row.name, row.interval + (f" ({row.energy} mJ)" if self.energy else ""))
+                                      for row in self.rows if row.interval != "-" or row.energy != "-"])
         names = [("", row.name) for row in self.rows if self._name(row, layout) != row.name]
         yield from _notes("Shortened names, in full:", names)
 
@@ -376,7 +415,8 @@ def one_line(r: SubmissionResult, label: Callable[[dict], str]) -> str:
     return f"{escape(r.name)}: pass, geomean {_us(r.geomean_us())} µs ({cases})"
 
 
-PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "audit",
+PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "energy",
+               "audit",
                "audit start", "audit inputs", "audit reference", "audit calls", "audit check", "audit report")
 
 
@@ -461,9 +501,34 @@ class HistoryTable:
 
     def __init__(self, rows: Sequence[Any], task: str, check: str):
         self.rows = list(rows)
+        self.ranks = self._ranks(self.rows)
         self.title = Text(f"Passing leaderboard results of task {task}, check {check}: per submission version, its "
-                          "best geomean and the median of runs, over complete runs of the task's own cases (a best "
-                          "far below the median is one lucky run)")
+                          "best geomean (± its 95% interval) and the median of runs, over complete runs of the task's "
+                          "own cases (a best far below the median is one lucky run); # ranks the best among versions "
+                          "timed alike (device, timing, shapes, sandbox), =N where the intervals overlap, none on "
+                          "the CPU")
+
+    @classmethod
+    def _ranks(cls, rows: Sequence[Any]) -> dict[int, str]:
+        """Each row's rank among the rows timed alike (`sections`' groups), by its best geomean, tied
+        where the best runs' 95% intervals overlap (harness/ties.py); "" for CPU-timed rows."""
+        out: dict[int, str] = {}
+        for _, group in cls._groups(rows).items():
+            if group[0]["timing"] == CPU_TIMING_METHOD:
+                out.update({id(row): "" for row in group})
+                continue
+            out.update({id(row): rank for row, rank in ranked(
+                group, lambda r: r["best_us"], lambda r: "unverified" not in r["timing"], lambda r: r["name"],
+                lambda r: r.get("best_ci_us"))})
+        return out
+
+    @staticmethod
+    def _plus_minus(row: Any) -> str:
+        """The best run's 95% interval as ± its larger half-width, relative to the best ("-" where none)."""
+        ci = row.get("best_ci_us")
+        if not ci or not row["best_us"]:
+            return "-"
+        return f"±{max(row['best_us'] - ci[0], ci[1] - row['best_us']) / row['best_us']:.1%}"
 
     @staticmethod
     def _timing(row: Any) -> str:
@@ -475,41 +540,55 @@ class HistoryTable:
 
     def wide(self) -> Table:
         table = Table(title=self.title, title_justify="left")
-        for col in ("submission", "version", "best geomean µs", "median of runs µs", "runs", "shapes", "timing",
-                    "sandbox", "last run (UTC)", "device"):
-            table.add_column(col, justify="right" if "µs" in col or col == "runs" else "left", no_wrap=True)
+        for col in ("#", "submission", "version", "best geomean µs", "95% CI", "median of runs µs", "runs", "shapes",
+                    "timing", "sandbox", "last run (UTC)", "device"):
+            table.add_column(col, justify="right" if "µs" in col or col in ("runs", "#", "95% CI") else "left",
+                             no_wrap=True)
         for row in self.rows:
-            table.add_row(escape(row["name"]), row["version"], _us(row["best_us"]), _us(row["median_us"]),
+            table.add_row(self.ranks[id(row)], escape(row["name"]), row["version"], _us(row["best_us"]),
+                          self._plus_minus(row), _us(row["median_us"]),
                           str(row["runs"]), "small" if row["cases"] == "small" else "task", escape(self._timing(row)),
                           _sandbox(row["sandboxed"]), _when(row["last_run"]), escape(row["device"]))
         return table
 
+    @classmethod
+    def _groups(cls, rows: Sequence[Any]) -> dict[tuple, list[Any]]:
+        """The rows grouped by what makes their numbers comparable: device, timing, shapes, sandbox."""
+        groups: dict[tuple, list[Any]] = {}
+        for row in rows:
+            groups.setdefault((row["device"], cls._timing(row), cls._shapes(row), row["sandboxed"]), []).append(row)
+        return groups
+
     def sections(self) -> list[tuple[str, list[Any]]]:
         """The rows grouped by what makes their numbers comparable, each group with its heading."""
-        groups: dict[tuple, list[Any]] = {}
-        for row in self.rows:
-            groups.setdefault((row["device"], self._timing(row), self._shapes(row), row["sandboxed"]), []).append(row)
         return [(f"{escape(device)} · {escape(timing)} · {shapes} · {_sandbox(sandboxed, words=True)}", rows)
-                for (device, timing, shapes, sandboxed), rows in groups.items()]
+                for (device, timing, shapes, sandboxed), rows in self._groups(self.rows).items()]
 
-    @staticmethod
-    def section(rows: Sequence[Any], stacked: bool, limit: Optional[int]) -> Table:
+    def section(self, rows: Sequence[Any], stacked: bool, limit: Optional[int]) -> Table:
         table = Table()
         name = (lambda n: short_name(n, limit)) if limit else (lambda n: n)
+        if not stacked:  # (stacked: the rank goes under the name, beside the version)
+            table.add_column("#", justify="right", no_wrap=True)
         if stacked:
-            table.add_column("submission\nversion", no_wrap=True)
+            table.add_column("submission\nversion · rank", no_wrap=True)
         else:
             table.add_column("submission", no_wrap=True)
             table.add_column("version", no_wrap=True)
-        table.add_column("best\nµs", justify="right", no_wrap=True)
+        table.add_column("best µs\n95% CI" if stacked else "best\nµs", justify="right", no_wrap=True)
+        if not stacked:
+            table.add_column("95%\nCI", justify="right", no_wrap=True)
         table.add_column("median\nµs", justify="right", no_wrap=True)
         table.add_column("runs", justify="right", no_wrap=True)
         table.add_column("last run\n(UTC)", no_wrap=True)
         for row in rows:
             when = _when(row["last_run"])
-            first = [f"{escape(name(row['name']))}\n{row['version']}"] if stacked else [escape(name(row["name"])),
-                                                                                       row["version"]]
-            table.add_row(*first, _us(row["best_us"]), _us(row["median_us"]), str(row["runs"]),
+            rank = self.ranks[id(row)]
+            if stacked:
+                first = [f"{escape(name(row['name']))}\n{row['version']}" + (f" · rank {rank}" if rank else ""),
+                         f"{_us(row['best_us'])}\n{self._plus_minus(row)}"]
+            else:
+                first = [rank, escape(name(row["name"])), row["version"], _us(row["best_us"]), self._plus_minus(row)]
+            table.add_row(*first, _us(row["median_us"]), str(row["runs"]),
                           when.replace(" ", "\n", 1) if stacked else when)
         return table
 
@@ -629,6 +708,27 @@ def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequenc
     return table
 
 
+def replay_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """--replay: per timed case, the bundled and the replayed median, replay / bundle and the mark
+    (faster / slower only where the medians' 95% intervals do not overlap), and the verdicts; other
+    cases only where their verdict changed (harness/bundle.py, `comparison`)."""
+    table = Table(title="Replay against the bundle (ratio = replay / bundle of the median; a mark only when the 95% "
+                        "intervals of the medians do not overlap)", title_justify="left")
+    for col in ("submission", "case", "bundle µs", "replay µs", "ratio", "mark", "verdict"):
+        table.add_column(col, justify="right" if "µs" in col or col == "ratio" else "left", no_wrap=col != "verdict")
+    for r in rows:
+        changed = r["was"] != r["now"]
+        if "mark" not in r and not changed:
+            continue
+        mark = r.get("mark", "-")
+        color = {"faster": "green", "slower": "red", "too noisy": "yellow"}.get(mark, "dim")
+        verdict = f"[red]{r['was']} -> {r['now']}[/]" if changed else r["now"]
+        table.add_row(escape(r["submission"]), escape(f"{r['kind'] or ''} {r['case'] or ''}".strip()),
+                      _us(r.get("a_us")), _us(r.get("b_us")), f"{r['ratio']:.3f}" if "ratio" in r else "-",
+                      f"[{color}]{mark}[/]", verdict)
+    return table
+
+
 def error(message: str) -> None:
     err_console.print(f"[red]error:[/] {escape(message)}", markup=True)  # messages may hold [brackets]
 
@@ -705,8 +805,14 @@ def export_rows(results: Sequence[SubmissionResult], label: Callable[[dict], str
 def _result_rows(r: SubmissionResult, rank: str, label: Callable[[dict], str],
                  bandwidth: Optional[float]) -> list[dict[str, Any]]:
     roof = r.geomean_roofline(bandwidth)
-    base = {"rank": rank or None, "submission": r.name, "sha256": r.sha256, "passed": r.ok, "reads": r.variant,
-            "geomean_us": r.geomean_us(), "geomean_pct_bandwidth": roof * 100 if roof else None,
+    interval = r.score_interval_us("geom")
+    joules = r.geomean_energy_j()
+    base = {"rank": rank or None, "tie_group": tie_group(rank), "submission": r.name, "sha256": r.sha256,
+            "passed": r.ok, "reads": r.variant,
+            "geomean_us": r.geomean_us(), "geomean_ci_low_us": interval[0] if interval else None,
+            "geomean_ci_high_us": interval[1] if interval else None,
+            "geomean_pct_bandwidth": roof * 100 if roof else None,
+            "geomean_energy_mj": joules * 1e3 if joules else None,
             "static_scan": r.scan.summary(), "error": r.error, "sandboxed": r.sandboxed, "audit": r.audit,
             "timing_verified": r.verified,
             "companion": r.companion,
@@ -716,8 +822,11 @@ def _result_rows(r: SubmissionResult, rank: str, label: Callable[[dict], str],
     return [{**base, "kind": c.kind, "case": _case_label(c, label), "case_ok": c.ok,
              **case_numbers(c, bandwidth), "warnings": "; ".join(c.warnings), "detail": c.reason,
              "samples_us": [round(x * 1e6, 3) for x in c.samples],
-             "launch_bound_calls": [i for i, flag in enumerate(c.caught_up) if flag]}
+             "launch_bound_calls": [i for i, flag in enumerate(c.caught_up) if flag], "clocks": c.clocks or None}
             for c in r.cases]
+
+
+JSON_ONLY = ("samples_us", "launch_bound_calls", "clocks")  # lists and objects: in --json, not in the CSV or Markdown
 
 
 def export_meta(results: Sequence[SubmissionResult], meta: dict[str, Any], ranking: str = "geom") -> dict[str, Any]:
@@ -726,7 +835,15 @@ def export_meta(results: Sequence[SubmissionResult], meta: dict[str, Any], ranki
     names the CPU clock whatever the run's device) and `ranking` (what ranks, or None)."""
     cpu = cpu_timed(results)
     return {**meta, **({"timing": CPU_TIMING_METHOD} if cpu else {}), "cpu_timing": cpu,
-            "ranking": None if cpu else RANK_TITLES[ranking]}
+            "ranking": None if cpu else RANK_TITLES[ranking], "ties": None if cpu else TIE_RULE}
+
+
+def json_document(results: Sequence[SubmissionResult], label: Callable[[dict], str], bandwidth: Optional[float],
+                  meta: dict[str, Any], ranking: str = "geom") -> dict[str, Any]:
+    """What --json writes (and a replay bundle holds as its results): the run's facts and every row,
+    with every timed call's device µs ("samples_us"), the indices of those that waited for launches
+    ("launch_bound_calls") and the clock watch's readings ("clocks")."""
+    return {"run": export_meta(results, meta, ranking), "rows": export_rows(results, label, bandwidth, ranking)}
 
 
 def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], str], bandwidth: Optional[float],
@@ -737,12 +854,11 @@ def write_exports(results: Sequence[SubmissionResult], label: Callable[[dict], s
     import csv
     import json
 
-    meta = export_meta(results, meta, ranking)
-    rows = export_rows(results, label, bandwidth, ranking)
-    if json_path:  # with every timed call's device µs ("samples_us") and the indices of those that
-        # waited for launches ("launch_bound_calls"); the tables below hold the statistics
-        Path(json_path).write_text(json.dumps({"run": meta, "rows": rows}, indent=2, default=str))
-    rows = [{k: v for k, v in row.items() if k not in ("samples_us", "launch_bound_calls")} for row in rows]
+    doc = json_document(results, label, bandwidth, meta, ranking)
+    meta, rows = doc["run"], doc["rows"]
+    if json_path:
+        Path(json_path).write_text(json.dumps(doc, indent=2, default=str))
+    rows = [{k: v for k, v in row.items() if k not in JSON_ONLY} for row in rows]
     if csv_path:
         with open(csv_path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
@@ -765,9 +881,11 @@ def _csv_cell(value: Any) -> Any:
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """`rows` (in the leaderboard's order) as one Markdown table under the run's facts; a rank
     column first, except on the CPU (meta `cpu_timing`), where CPU_BANNER says why there is none."""
-    cols = ([] if meta.get("cpu_timing") else ["rank"]) + ["submission", "passed", "timing_verified", "geomean_us", "geomean_pct_bandwidth", "kind", "case", "case_ok",
-            "median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
-            "pct_bandwidth", "warnings", "detail", "error"]
+    energy = any(r.get("energy_mj") is not None for r in rows)
+    cols = ([] if meta.get("cpu_timing") else ["rank"]) + ["submission", "passed", "timing_verified", "geomean_us",
+            "geomean_ci_us", "geomean_pct_bandwidth", *(["geomean_energy_mj"] if energy else []), "kind", "case",
+            "case_ok", "median_us", "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
+            "pct_bandwidth", *(["energy_mj"] if energy else []), "warnings", "detail", "error"]
 
     def cell(v: Any) -> str:
         if isinstance(v, float):
@@ -776,6 +894,9 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
     def text(column: str, v: Any) -> str:  # free text that may hold a submission's own words
         return markdown_code(str(v or "")) if column in ("warnings", "detail", "error") else cell(v)
+
+    rows = [{**r, "geomean_ci_us": (f"{cell(r['geomean_ci_low_us'])}–{cell(r['geomean_ci_high_us'])}"
+                                    if r.get("geomean_ci_low_us") is not None else None)} for r in rows]
 
     head = markdown_text(" · ".join(f"{k}: {v}" for k, v in meta.items()))
     lines = [f"Run: {head}", "", *([f"**{CPU_BANNER}**", ""] if meta.get("cpu_timing") else []),

@@ -10,6 +10,7 @@ from typing import Callable, Optional, Sequence, TypeVar
 
 from harness.config import CPU_TIMING
 from harness.scan import ScanResult
+from harness.ties import rank_labels, score_interval, tie_groups
 from harness.timing import Stats
 
 
@@ -33,6 +34,11 @@ class CaseResult:
                                       # returned, so it may have waited for launches (exported to JSON)
     kernel: Optional[Stats] = None  # fenced runs: the worker's own events around each call (a diagnostic;
                                     # `device` is the parent's measurement, the number that ranks)
+    clocks: dict = dataclasses.field(default_factory=dict)  # the GPU's clocks, temperature, power and
+                                    # throttling over the timed calls (harness/gpuwatch.py; {} where not watched)
+    energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/gpuwatch.py)
+    energy_err_j: Optional[float] = None  # its bound from the energy counter's update period (±)
+    energy_note: str = ""           # why there is no energy figure ("too short to measure: ...")
 
 
 @dataclasses.dataclass
@@ -70,6 +76,27 @@ class SubmissionResult:
     def geomean_us(self) -> Optional[float]:
         return self.score_us("geom")
 
+    def timed_cases(self) -> list[CaseResult]:
+        """The benchmark cases with a median: what the score is made of."""
+        return [c for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
+
+    def score_interval_us(self, ranking: str) -> Optional[tuple[float, float]]:
+        """The 95% interval of `score_us(ranking)`, in µs, from every timed call the run kept
+        (harness/ties.py: a seeded bootstrap); None without a score or where a case kept no calls."""
+        cases = self.timed_cases()
+        if self.score_us(ranking) is None or any(not c.samples for c in cases):
+            return None
+        interval = score_interval([c.samples for c in cases], ranking)
+        return (interval[0] * 1e6, interval[1] * 1e6) if interval else None
+
+    def geomean_energy_j(self) -> Optional[float]:
+        """Geometric mean over benchmark cases of joules per call (--energy); None unless every timed
+        case has an energy figure (a mean over some cases would not compare with another file's)."""
+        cases = self.timed_cases()
+        if not self.ok or not cases or any(c.energy_j is None or c.energy_j <= 0 for c in cases):
+            return None
+        return geomean([c.energy_j for c in cases])
+
     def score_us(self, ranking: str) -> Optional[float]:
         """The number the leaderboard ranks by (task.yml `ranking`), in µs: the geometric ("geom")
         or arithmetic ("mean") mean of the per-case medians, or the last case's median ("last")."""
@@ -84,19 +111,24 @@ Row = TypeVar("Row")
 
 
 def ranked(rows: Sequence[Row], score: Callable[[Row], Optional[float]], verified: Callable[[Row], bool],
-           name: Callable[[Row], str]) -> list[tuple[Row, str]]:
+           name: Callable[[Row], str],
+           interval: Optional[Callable[[Row], Optional[tuple[float, float]]]] = None) -> list[tuple[Row, str]]:
     """The leaderboard's order and rank labels: scores measured outside the submission's process
-    first (1, 2, ...), unverified ones after them and apart (u1, u2, ...), unscored rows last ("-")."""
+    first (1, 2, ...), unverified ones after them and apart (u1, u2, ...), unscored rows last ("-").
+    With `interval` (a row's score's 95% interval, or None), rows whose intervals overlap their
+    group's leader's share its rank, shown "=1" ("=u1"): harness/ties.py states the rule."""
     ordered = sorted(rows, key=lambda r: (score(r) is None, not verified(r), score(r) or 0.0, name(r)))
-    places = {True: 0, False: 0}
-    out = []
-    for r in ordered:
-        if score(r) is None:
-            out.append((r, "-"))
-            continue
-        places[verified(r)] += 1
-        out.append((r, str(places[True]) if verified(r) else f"u{places[False]}"))
-    return out
+    labels: dict[int, str] = {}
+    for kind, prefix in ((True, ""), (False, "u")):
+        part = [r for r in ordered if score(r) is not None and verified(r) == kind]
+        groups = tie_groups(part, score, interval) if interval else list(range(len(part)))
+        labels.update({id(r): label for r, label in zip(part, rank_labels(groups, prefix))})
+    return [(r, labels.get(id(r), "-")) for r in ordered]
+
+
+def tie_group(rank: str) -> Optional[str]:
+    """The group a rank label belongs to ("=2" and "2": group "2"; "=u1": "u1"), None for "-" or ""."""
+    return None if rank in ("-", "") else rank.lstrip("=")
 
 
 def display_names(paths: list[str]) -> dict[str, str]:
@@ -136,10 +168,12 @@ def cpu_timed(results: Sequence[SubmissionResult]) -> bool:
 def board_order(results: Sequence[SubmissionResult], ranking: str = "geom") -> list[tuple[SubmissionResult, str]]:
     """The leaderboard's rows and rank labels, as the terminal table, the exports and the plots show
     them: `ranked` by the task's ranking; on the CPU (`cpu_timed`) no ranks at all ("" each), the
-    results with a score first, each part by name, so no order reads as a ranking."""
+    results with a score first, each part by name, so no order reads as a ranking. Rows whose
+    scores' 95% intervals overlap share a rank ("=1": harness/ties.py)."""
     if cpu_timed(results):
         return [(r, "") for r in sorted(results, key=lambda r: (r.score_us(ranking) is None, r.name))]
-    return ranked(results, lambda r: r.score_us(ranking), lambda r: r.verified, lambda r: r.name)
+    return ranked(results, lambda r: r.score_us(ranking), lambda r: r.verified, lambda r: r.name,
+                  lambda r: r.score_interval_us(ranking))
 
 
 def geomean(values: list[float]) -> Optional[float]:

@@ -40,6 +40,23 @@ def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
     return (Path(args.db), Path(args.db).resolve().parent, Path(args.logs))
 
 
+def shared_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+    """--share: files or folders every worker may read besides its own submission (public code a
+    submission loads by path), checked: each exists, and none is or holds the checkout, $HOME or a
+    private path (UsageError)."""
+    from harness.allowlist import checkout
+
+    shared = tuple(Path(p).resolve() for p in getattr(args, "share", None) or ())
+    keep_out = [p for p in (checkout(), Path.home(), *(Path(p).resolve() for p in private_paths(args))) if p]
+    for path in shared:
+        if not path.exists():
+            raise UsageError(f"--share {path}: no such file or folder")
+        if path == Path("/") or any(out.is_relative_to(path) for out in keep_out):
+            raise UsageError(f"--share {path}: it holds the checkout, $HOME or the results; share the files a "
+                             "submission loads, not their folder")
+    return shared
+
+
 def parallel(args: argparse.Namespace) -> bool:
     """Whether the flags ask for evaluators in other processes (--gpus, --workers, --backend ray)."""
     return args.backend == "ray" or args.gpus is not None or args.workers is not None or args.address is not None
@@ -105,6 +122,11 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
     config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
     ctx = config.context()
+    for line in getattr(args, "replay_notes", ()):
+        report.err_console.print(f"replay: {report.escape(line)}", highlight=False)
+    if args.energy and args.mode in ("benchmark", "leaderboard") and (ctx.watch is None or ctx.watch.energy() is None):
+        why = ctx.watch.note if ctx.watch is not None and not ctx.watch.available else "the GPU has no energy counter"
+        report.err_console.print(f"--energy: {report.escape(why)}: no energy figures")
     try:  # (also the first case's inputs made once: a value generate_input refuses is one line here)
         lax = lax_check(ctx.problem, device, ctx.small) if args.mode in ("test", "leaderboard") else ""
     except ValueError as exc:
@@ -258,7 +280,8 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
             _pyplot()
         except PlotError as exc:
             raise UsageError(str(exc)) from None
-    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--html", args.html)):
+    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--html", args.html),
+                       ("--bundle", args.bundle)):
         if path and not Path(path).parent.is_dir():  # (--plot makes its folder)
             raise UsageError(f"{flag} {path}: the folder {Path(path).parent} does not exist")
 
@@ -283,8 +306,9 @@ def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
     return RunConfig(**{"mode": args.mode, "task": task, "device": args.device, "small": args.small,
                         "log_dir": args.logs, "graph": args.graph, "policy": args.check, "max_seconds": args.budget,
                         "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
+                        "shared": tuple(str(p) for p in shared_paths(args)),
                         "audit": not args.no_audit, "timeout": args.timeout, "cases": args.shape or None,
-                        **given, **facts})
+                        "energy": bool(getattr(args, "energy", False)), **given, **facts})
 
 
 def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store: Store, run_id: int,
@@ -352,13 +376,20 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
     from harness.store import git_commit
 
+    from harness.gpuwatch import ENERGY_METHOD, run_line
+
+    clocks = run_line([(f"{r.name} {problem.label(c.args) if c.args else c.name}", c) for r in results
+                       for c in r.cases if c.kind == "benchmark"],
+                      ctx.watch.note if ctx.watch is not None and device.is_gpu else "")
     meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
             "check": problem.check_policy, "timing": method, "ranked_by": ctx.fence,
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
-            "git_commit": git_commit(), "seed": ctx.secret, **versions()}
+            "git_commit": git_commit(), "seed": ctx.secret, **versions(), "clocks": clocks,
+            "energy": ENERGY_METHOD if ctx.energy else None}
     # the exports first: nothing the tables below show can cost them
     report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown,
                          ranking=problem.spec.ranking)
+    bundled = _write_bundle(args, ctx, results, meta, clocks) if args.bundle else True
     if args.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
                                                       problem.spec.ranking))
@@ -373,13 +404,49 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
                 report.err_console.print(f"plot: {path}")
         except PlotError as exc:
             report.error(str(exc))
+    same = _replay_verdict(args, results, problem, bandwidth) if getattr(args, "replaying", None) else True
+    if clocks:
+        report.err_console.print(report.escape(clocks), highlight=False)
     report.err_console.print(f"results stored in {args.db} (run {run_id})")
     now = time.perf_counter()
     report.err_console.print(f"wall {now - STARTED:.1f} s: startup {began - STARTED:.1f} s (imports, device, "
                              f"task, database), evaluations {now - began:.1f} s", highlight=False)
     if not all(r.ok for r in results):
         report.err_console.print(f"to run on exactly these inputs again: --seed {ctx.secret}")
-    return 0 if all(r.ok for r in results) else 1
+    return 0 if all(r.ok for r in results) and bundled and same else 1
+
+
+def _write_bundle(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], meta: dict[str, Any],
+                  clocks: Optional[str]) -> bool:
+    """--bundle: the run's replay bundle (harness/bundle.py); whether it was written."""
+    from harness import bundle, report
+
+    problem = ctx.problem
+    try:
+        doc = report.json_document(results, problem.label, ctx.bandwidth, meta, problem.spec.ranking)
+        data = bundle.build(args, Path(problem.spec.path), [(r.path, r.name, r.sha256) for r in results], ctx.secret,
+                            doc, bundle.environment(ctx.device, ctx.watch, clocks), getattr(args, "argv", []))
+        path = bundle.write(args.bundle, data)
+    except (bundle.BundleError, OSError) as exc:
+        report.error(str(exc) if isinstance(exc, bundle.BundleError) else f"--bundle {args.bundle}: {exc}")
+        return False
+    report.err_console.print(f"replay bundle: {report.escape(str(path))} ({report.command()} --replay "
+                             f"{report.escape(str(path))} runs it again)", highlight=False)
+    return True
+
+
+def _replay_verdict(args: argparse.Namespace, results: list[SubmissionResult], problem: Problem,
+                    bandwidth: Optional[float]) -> bool:
+    """--replay: the comparison with the bundle's results, per case, and its one-line summary;
+    whether every verdict was the same."""
+    from harness import bundle, report
+
+    rows = bundle.comparison(args.replaying["results"]["rows"],
+                             report.export_rows(results, problem.label, bandwidth, problem.spec.ranking))
+    report.console.print(report.replay_table(rows))
+    line, same = bundle.summary(rows)
+    report.err_console.print(report.escape(line), highlight=False)
+    return same
 
 
 def timing_method(ctx: RunContext, pool: Optional[tuple[int, int]] = None) -> str:

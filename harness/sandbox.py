@@ -45,12 +45,13 @@ class Sandbox:
     def __init__(self, submission: Path, device: DeviceInfo, log_path: Path, startup_timeout: float,
                  started: Optional[WorkerProcess] = None, sandbox: str = "auto", private: Sequence[Path] = (),
                  wrapper: Sequence[str] = (), report: Optional[Path] = None, scratch: Optional[Path] = None,
-                 fence: bool = False):
+                 fence: bool = False, shared: Sequence[Path] = ()):
         """Start the worker, or adopt one `launch.start_worker` started earlier (`started`). `fence`:
-        time calls with the parent's fence (harness/fence.py) where the worker offers it."""
+        time calls with the parent's fence (harness/fence.py) where the worker offers it. `shared`:
+        what every worker may read besides its submission (--share)."""
         self.submission, self.log_path, self.device = submission, log_path, device
         self.worker = started or start_worker(submission, device.type, log_path, device.l2_bytes, sandbox,
-                                              private, wrapper, report, scratch, fence=fence)
+                                              private, wrapper, report, scratch, fence=fence, shared=shared)
         self._want_fence = fence
         self._enqueue_times: list[float] = []
         self._startup_timeout, self._ready = startup_timeout, False

@@ -95,6 +95,13 @@ ADDED_COLUMNS = [
     ("compile_reports", "ok", "INTEGER NOT NULL DEFAULT 0"),
     ("runs", "check_policy", "TEXT"),  # the check policy the run judged with (strict, competition)
     ("runs", "cases", "TEXT"),  # task: the task's own cases; small: its CPU shapes; custom: --shape
+    ("submissions", "geomean_ci_low_us", "REAL"),  # the geomean's 95% interval (harness/ties.py: ties, --history)
+    ("submissions", "geomean_ci_high_us", "REAL"),
+    ("cases", "samples_us", "TEXT"),  # JSON: every timed call's µs (what the interval is computed from)
+    ("cases", "clocks", "TEXT"),  # JSON: the clock watch's readings over the timed calls (harness/gpuwatch.py)
+    ("cases", "energy_mj", "REAL"),  # --energy: mJ per call, the calls alone, and its ± bound
+    ("cases", "energy_err_mj", "REAL"),
+    ("cases", "energy_note", "TEXT"),  # why a case has no energy figure
 ]
 
 
@@ -148,8 +155,8 @@ class Store:
             self.db = sqlite3.connect(self.path, timeout=BUSY_SECONDS)
             # The rollback journal (old copies of the pages a write changes: earlier runs' rows) stays
             # as one file instead of being made and deleted at each write: a file that exists before a
-            # worker starts is hidden from it (harness/launch.py, hidden_paths and _make_private), one
-            # made later would not be.
+            # worker starts is covered where a folder the sandbox shows holds it (harness/allowlist.py,
+            # and launch.py's _make_private), one made later would not be.
             self.db.execute("PRAGMA journal_mode=PERSIST")
             self.db.executescript(SCHEMA)
             for table, column, decl in ADDED_COLUMNS:
@@ -197,27 +204,34 @@ class Store:
     def add_submission(self, run_id: int, result: SubmissionResult,
                        label: Optional[Callable[[dict], str]] = None) -> None:
         """`label`: the task's short case label (Problem.label), stored beside each case's spec."""
+        interval = result.score_interval_us("geom")
         with self.db:  # one transaction: the submission and all its cases, or nothing
             cur = self.db.execute(
                 "INSERT INTO submissions (run_id, name, path, sha256, ok, error, geomean_us, scan, flags, phases,"
-                " sandboxed, audit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " sandboxed, audit, geomean_ci_low_us, geomean_ci_high_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " ?, ?)",
                 (run_id, result.name, result.path, result.sha256, int(result.ok), result.error, result.geomean_us(),
                  result.scan.classification, json.dumps(list(result.scan.flags)),
                  json.dumps({k: round(v, 4) for k, v in result.phases.items()}), int(result.sandboxed),
-                 result.audit))
+                 result.audit, *(interval or (None, None))))
             sid = cur.lastrowid
             for c in result.cases:
                 d, h = c.device, c.host
                 self.db.execute(
                     "INSERT INTO cases (submission_id, kind, idx, name, ok, reason, runs, median_us, mean_us, std_us,"
-                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel, audit_us, label)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel, audit_us, label,"
+                    " samples_us, clocks, energy_mj, energy_err_mj, energy_note)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
                      h.median * 1e6 if h else None, c.tail.median * 1e6 if c.tail else None, c.bytes,
                      "; ".join(c.warnings), d.ci_rel if d else None,
                      c.audit_s * 1e6 if c.audit_s is not None else None,
-                     label(c.args) if label and c.args else None))
+                     label(c.args) if label and c.args else None,
+                     json.dumps([round(x * 1e6, 3) for x in c.samples]) if c.samples else None,
+                     json.dumps(c.clocks) if c.clocks else None,
+                     c.energy_j * 1e3 if c.energy_j is not None else None,
+                     c.energy_err_j * 1e3 if c.energy_err_j is not None else None, c.energy_note or None))
 
     @_writes
     def add_compile_report(self, run_id: int, path: str, targets: list[str], report: Any, ok: bool) -> None:
@@ -264,8 +278,8 @@ class Store:
         where = "".join(f" AND r.{column} = ?" for column, _ in filters)
         groups: dict[tuple, list] = {}
         for row in self._rows(
-                f"""SELECT s.path, s.sha256, s.geomean_us, s.sandboxed, r.started, r.device, r.timing, r.task,
-                           r.check_policy, r.cases
+                f"""SELECT s.path, s.sha256, s.geomean_us, s.geomean_ci_low_us, s.geomean_ci_high_us, s.sandboxed,
+                           r.started, r.device, r.timing, r.task, r.check_policy, r.cases
                     FROM submissions s JOIN runs r ON r.id = s.run_id
                     WHERE r.status = 'complete' AND r.mode = 'leaderboard' AND r.cases IN ('task', 'small')
                           AND s.ok = 1 AND s.geomean_us IS NOT NULL{where}""",
@@ -274,12 +288,16 @@ class Store:
                    row["timing"], row["sandboxed"])
             groups.setdefault(key, []).append(row)
         names = display_names(sorted({key[0] for key in groups}))
-        out = [{"name": names[path], "version": sha[:8], "task": task, "check": check,
-                "cases": cases, "device": dev, "timing": timing, "sandboxed": sandboxed, "runs": len(rows),
-                "best_us": min(r["geomean_us"] for r in rows),
-                "median_us": statistics.median(r["geomean_us"] for r in rows),
-                "last_run": max(r["started"] for r in rows)}
-               for (path, sha, task, check, cases, dev, timing, sandboxed), rows in groups.items()]
+        out = []
+        for (path, sha, task, check, cases, dev, timing, sandboxed), rows in groups.items():
+            best = min(rows, key=lambda r: r["geomean_us"])
+            out.append({"name": names[path], "version": sha[:8], "task": task, "check": check,
+                        "cases": cases, "device": dev, "timing": timing, "sandboxed": sandboxed, "runs": len(rows),
+                        "best_us": best["geomean_us"], "best_ci_us": (
+                            (best["geomean_ci_low_us"], best["geomean_ci_high_us"])
+                            if best["geomean_ci_low_us"] is not None else None),
+                        "median_us": statistics.median(r["geomean_us"] for r in rows),
+                        "last_run": max(r["started"] for r in rows)})
         return sorted(out, key=lambda r: r["best_us"])
 
     def unlabelled_leaderboards(self) -> int:

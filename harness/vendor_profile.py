@@ -70,19 +70,21 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
                         out_dir: Path, sandbox: str = "auto", private: Sequence[Path] = ()) -> tuple[Path, str]:
     """Profile one call; return (where the report is, the tool's summary text)."""
     from harness.channel import printable_line
-    from harness.launch import LOG_LIMIT, TMPFS_LIMIT, bwrap_command, child_env, find_bwrap, run_captured, use_sandbox, worker_folder
+    from harness.launch import (LOG_LIMIT, TMPFS_LIMIT, bwrap_command, child_env, child_view, find_bwrap, run_captured,
+                                use_sandbox, worker_folder)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / f"{submission.stem}.case{case_index}"
-    child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(task), "--submission",
-             str(submission), "--case", str(case_index)]
+    child = [sys.executable, "-m", "harness.vendor_profile", "--task", str(Path(task).resolve()), "--submission",
+             str(Path(submission).resolve()), "--case", str(case_index)]  # (its working folder is its scratch)
     sandboxed = use_sandbox(sandbox)
     with worker_folder("mla-eval-profile-") as scratch, worker_folder("mla-eval-profile-out-") as outside:
         inside = Path("/tmp/work") if sandboxed else Path(scratch)  # where the scratch folder is for the profiler
         command = tool_command(tool, vendor, inside / base.name) + child
         box = None
         if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel
-            box = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch))
+            box = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch),
+                                tools=command[:1], **child_view(Path(__file__), task))
             command = box + command
         code, out, _, err = run_captured(command, child_env(), Path(scratch), Path(outside), None, LOG_LIMIT,
                                          file_limit=TMPFS_LIMIT, box=box)  # (a profiler's report may be large)

@@ -273,8 +273,9 @@ def test_a_fresh_runs_database_and_logs_are_hidden_from_the_first_worker(tmp_pat
                    "--submission", str(ZOO_OS / "lists_mounts.py"))
         assert code == 0
         (log,) = logs.glob("lists_mounts.*.log")
-        mounts = log.read_text()
-        assert f"MOUNT {db} " in mounts and f"MOUNT {logs} " in mounts
+        mounts = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("MOUNT ")]
+        assert mounts and not [m for m in mounts if m != "/" and (Path(m).is_relative_to(base)
+                                                                  or base.is_relative_to(m))], mounts
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -478,3 +479,109 @@ def test_a_worker_starts_on_a_session_keyring_of_its_own():
     parent = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT).stdout
     child = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT, preexec_fn=_limits).stdout
     assert parent.strip() and child.strip() and parent != child, (parent, child)
+
+
+# -- Least privilege for reads (issue 38): what a worker can read it can lock, or send out through its
+# reason, its log and its timings. Another run's database and a .env are planted where the sandbox
+# showed them before its allow-list (the checkout, outside the run's own private folder).
+
+@pytest.fixture
+def other_run(cpu):
+    """Another run's database in the checkout's results/ (a finished run: its secret seed stored, a
+    task named with a token), and a .env with the token at the checkout's root and in $HOME. Yields
+    (that database, the token, the secret)."""
+    token, secret = f"TOKEN{os.urandom(6).hex()}", 7_000_000_000_000 + os.getpid()
+    (ROOT / "results").mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="test-other-run-", dir=ROOT / "results"))
+    planted = [ROOT / f".env.canary-{os.getpid()}", Path.home() / f".mla-eval-canary-{os.getpid()}"]
+    try:
+        store = Store(folder / "other.db")
+        run = store.start_run("test", f"task-{token}", cpu, {})
+        store.finish_run(run, secret=secret)
+        store.close()
+        for path in planted:
+            path.write_text(f"API_TOKEN={token}\n")
+        yield folder / "other.db", token, secret
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def exports(result, problem, tmp_path) -> str:
+    """Everything the run's exports say of `result`: JSON, CSV and Markdown."""
+    from harness import report
+
+    paths = {"json_path": tmp_path / "x.json", "csv_path": tmp_path / "x.csv", "markdown_path": tmp_path / "x.md"}
+    report.write_exports([result], problem.label, None, {}, **{k: str(v) for k, v in paths.items()})
+    return "".join(p.read_text() for p in paths.values())
+
+
+def test_holding_locks_on_databases_blocks_no_other_run(other_run, tmp_path):
+    """The attack holds SQLite's shared lock on every database it can open for as long as it runs
+    (before the allow-list: an honest run on the checkout's default database, started meanwhile,
+    ended with "database is locked (nothing was run)"); honest runs started meanwhile, on the
+    attacker's own database and on another run's in the checkout, end as they would alone."""
+    import subprocess
+
+    from harness.cli import main
+
+    other_db, _, _ = other_run
+    own = Path(tempfile.mkdtemp(prefix="test-attacker-", dir=ROOT / "results"))
+    logs = tmp_path / "attacker-logs"
+    env = {**os.environ, "SUBMISSION_HOLD_SECONDS": "30"}  # (it is stopped once the honest runs are over)
+    attacker = subprocess.Popen([sys.executable, str(ROOT / "eval.py"), "--mode", "test", "--no-progress", "--device",
+                                 "cpu", "--sandbox", "require", "--db", str(own / "a.db"), "--logs", str(logs),
+                                 "--submission", str(ZOO_OS / "locks_databases.py")], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("locked:" in p.read_text() for p in logs.glob("locks_databases.*.log")):
+            assert attacker.poll() is None and time.monotonic() < deadline, "the attack never took its locks"
+            time.sleep(0.2)
+        honest = ROOT / "submissions" / "torch_batched.py"
+        for db in (other_db, own / "a.db"):  # another run's database, then the attacker's own
+            code = main(["--no-progress", "--device", "cpu", "--sandbox", "require", "--mode", "test", "--db", str(db),
+                         "--logs", str(tmp_path / "logs"), "--submission", str(honest)])
+            assert code == 0, f"an honest run on {db} was blocked"
+        assert attacker.poll() is None, "the honest runs did not overlap the attack (raise its hold)"
+        (log,) = logs.glob("locks_databases.*.log")
+        assert "locked: []" in log.read_text()
+    finally:
+        if attacker.poll() is None:
+            attacker.kill()
+            attacker.wait()
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def test_other_runs_secrets_are_out_of_reach(problem, cpu, arena, other_run, tmp_path):
+    _, token, secret = other_run
+    result, log = attack(problem, cpu, arena, "reads_other_runs.py")
+    assert not result.ok and "found: []" in first_failure(result), first_failure(result)
+    for text in (first_failure(result), log, exports(result, problem, tmp_path)):
+        assert token not in text and str(secret) not in text and "other.db" not in text
+
+
+def test_a_planted_dotenv_is_not_exfiltrated(problem, cpu, arena, other_run, tmp_path):
+    """Through the engine's reason and exports, and through kernelbot's popcorn pipe (a .env beside
+    the submission.py of its folder too)."""
+    from test_popcorn import kernelbot
+
+    _, token, _ = other_run
+    secrets = (token, token.encode().hex())
+    result, log = attack(problem, cpu, arena, "exfiltrates_dotenv.py")
+    assert not result.ok and "nothing to send" in first_failure(result), first_failure(result)
+    for text in (first_failure(result), log, exports(result, problem, tmp_path)):
+        assert not any(s in text for s in secrets)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".env").write_text(f"API_TOKEN={token}\n")
+    code, popcorn, lines, output, _ = kernelbot(tmp_path, "test", ZOO_OS / "exfiltrates_dotenv.py")
+    assert code == 112 and "nothing to send" in popcorn["test.0.error"], lines
+    assert not any(s in "\n".join(lines) + output for s in secrets)
+
+
+def test_timings_carry_nothing_secret(problem, cpu, arena, other_run):
+    """The channel stays (a submission shapes its own timings); what it can read for it is nothing."""
+    result, log = attack(problem, cpu, arena, "encodes_in_timings.py")
+    assert result.ok, first_failure(result)
+    assert "read 0 bytes" in log, log[-500:]

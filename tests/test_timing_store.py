@@ -311,15 +311,20 @@ def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu
     assert ok or "median 90 µs after the end event" in result.reason
 
 
-def test_the_databases_journal_exists_before_any_worker_and_stays(tmp_path):
-    # The sandbox hides the database's files that exist when a worker starts (harness/launch.py);
-    # SQLite's default journal is made and deleted at each write, so a worker running while the
-    # parent writes could read old rows in it. The journal is made beforehand and kept.
-    from harness.launch import _make_private, hidden_paths
+def test_the_databases_journal_exists_before_any_worker_and_stays(tmp_path, monkeypatch):
+    # Where the database lies inside a folder the sandbox shows anyway (here: as if the Python prefix
+    # held it), its files that exist when a worker starts are covered (harness/allowlist.py); SQLite's
+    # default journal is made and deleted at each write, so a worker running while the parent writes
+    # could read old rows in it. The journal is made beforehand and kept.
+    from harness import allowlist
+    from harness.launch import _make_private
 
     db = tmp_path / "results" / "runs.db"
     _make_private([db, tmp_path / "logs"])
-    assert Path(f"{db}-journal") in hidden_paths(ROOT / "submissions" / "torch_batched.py", [db])[1]
+    monkeypatch.setattr(allowlist, "library_paths", lambda: [allowlist.Allowed(tmp_path, "a folder shown whole")])
+    view = allowlist.allowed_paths(ROOT / "submissions" / "torch_batched.py", private=[db])
+    hidden = {e.path for e in view if e.kind == "hide"}
+    assert {db.resolve(), Path(f"{db}-journal").resolve()} <= hidden
     store = Store(db)
     store.start_run("test", "amd-mixed-mla", detect("cpu"), {})
     store.close()

@@ -1,0 +1,175 @@
+"""Replay bundles (issue 41): --bundle writes one file with the files, hashes, seed, flags, versions
+and results; --replay runs it again from the bundle's own copies, refuses in one line when a file at a
+recorded path differs, and says per case whether the median is the same, faster or slower."""
+
+import json
+import shutil
+
+import pytest
+from conftest import ROOT, cli
+
+from harness import bundle
+from harness.cli import build_parser
+from harness.results import CaseResult, SubmissionResult
+from harness.timing import summarize
+
+SOURCE = "def custom_kernel(data):\n    return data[0]\n"
+
+
+def made(tmp_path, source: str = SOURCE, *flags: str):
+    """A bundle of a made-up run of one file (tmp_path/subs/mine.py) on a copy of the task."""
+    (tmp_path / "subs").mkdir(exist_ok=True)
+    path = tmp_path / "subs" / "mine.py"
+    path.write_text(source)
+    task = tmp_path / "task"
+    task.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "task.yml", task / "task.yml")
+    shutil.copy(ROOT / "reference.py", task / "reference.py")
+    (task / "task.yml").write_text((task / "task.yml").read_text().replace("companion:", "# companion:"))
+    args = build_parser().parse_args(["--budget", "0.5", "--mode", "benchmark", "--device", "cpu", *flags])
+    args.shape = None
+    results = {"run": {"seed": 7}, "rows": [
+        {"submission": "mine.py", "kind": "benchmark", "case": "4×1k", "case_ok": True, "median_us": 100.0,
+         "ci95_rel": 0.01, "sha256": bundle.sha256(source.encode())}]}
+    data = bundle.build(args, task / "task.yml", [(str(path), "mine.py", bundle.sha256(source.encode()))], 7,
+                        results, {"device": "test"}, ["--mode", "benchmark"])
+    return bundle.write(tmp_path / "b.json", data), path, task
+
+
+def test_a_bundle_holds_the_files_their_hashes_the_seed_and_the_flags(tmp_path):
+    out, path, task = made(tmp_path)
+    data = bundle.read(out)
+    assert data["seed"] == 7 and data["flags"]["budget"] == 0.5 and data["flags"]["mode"] == "benchmark"
+    (sub,) = data["submissions"]
+    assert sub["text"] == SOURCE and sub["sha256"] == bundle.sha256(SOURCE.encode()) and sub["path"] == str(path)
+    assert {f["path"] for f in data["task"]["files"]} == {"task.yml", "reference.py"}
+    assert data["harness"]["git_commit"] is not None and data["command"] == ["--mode", "benchmark"]
+    assert data["results"]["rows"][0]["median_us"] == 100.0
+
+
+def test_a_file_changed_after_its_evaluation_is_not_bundled(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text(SOURCE)
+    args = build_parser().parse_args([])
+    with pytest.raises(bundle.BundleError, match="changed after it was evaluated"):
+        bundle.build(args, ROOT / "task.yml", [(str(path), "x.py", "0" * 64)], 1, {"rows": []}, {}, [])
+
+
+def test_an_edited_or_foreign_bundle_is_refused(tmp_path):
+    out, _, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    data["submissions"][0]["text"] += "# sneaky\n"
+    (tmp_path / "edited.json").write_text(json.dumps(data))
+    with pytest.raises(bundle.BundleError, match="does not match its own sha256"):
+        bundle.read(tmp_path / "edited.json")
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(bundle.BundleError, match="not a replay bundle"):
+        bundle.read(tmp_path / "other.json")
+
+
+def test_replay_uses_recorded_files_that_match_and_copies_of_missing_ones(tmp_path):
+    out, path, task = made(tmp_path)
+    work = tmp_path / "work"
+    paths, task_path, notes = bundle.materialize(bundle.read(out), work)
+    assert paths == [path] and task_path == task / "task.yml"
+    path.unlink()
+    shutil.rmtree(task)
+    (copy,), task_path, notes = bundle.materialize(bundle.read(out), work)
+    assert copy.read_text() == SOURCE and copy.parent.name == "subs" and copy.name == "mine.py"  # names as before
+    assert task_path.read_text() == (ROOT / "task.yml").read_text().replace("companion:", "# companion:")
+    assert (task_path.parent / "reference.py").is_file() and "1 from the bundle's copies" in notes[-1]
+
+
+def test_replay_refuses_a_changed_submission_or_task_in_one_line(tmp_path):
+    out, path, task = made(tmp_path)
+    path.write_text(SOURCE + "# edited\n")
+    with pytest.raises(bundle.BundleError, match=r"replay refused: the submission .*mine.py differs from the "
+                                                 r"bundle's copy \(sha256 \w{12} here, \w{12} in the bundle\)"):
+        bundle.materialize(bundle.read(out), tmp_path / "work")
+    path.write_text(SOURCE)
+    (task / "reference.py").write_text("# another task\n")
+    with pytest.raises(bundle.BundleError, match="replay refused: the task file .*reference.py differs"):
+        bundle.materialize(bundle.read(out), tmp_path / "work")
+
+
+def test_replay_takes_its_flags_from_the_bundle(tmp_path):
+    out, path, task = made(tmp_path)
+    args = build_parser().parse_args(["--replay", str(out), "--json", "x.json"])  # outputs may be given
+    notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work")
+    assert (args.seed, args.budget, args.mode, args.submission, args.task) == (
+        7, 0.5, "benchmark", [str(path)], str(task / "task.yml"))
+    assert any("at their recorded paths" in note for note in notes)
+    args = build_parser().parse_args(["--replay", str(out), "--seed", "3"])
+    with pytest.raises(bundle.BundleError, match="--seed does not go with it"):
+        bundle.replay_args(bundle.read(out), args, tmp_path / "work")
+    args = build_parser().parse_args(["--replay", str(out), "--seed", "7", "--mode", "benchmark"])  # the bundle's own
+    bundle.replay_args(bundle.read(out), args, tmp_path / "work")
+
+
+def test_the_comparison_marks_each_case_and_every_verdict():
+    old = [{"submission": "a.py", "kind": "benchmark", "case": "c0", "case_ok": True, "median_us": 100.0,
+            "ci95_rel": 0.01},
+           {"submission": "a.py", "kind": "benchmark", "case": "c1", "case_ok": True, "median_us": 100.0,
+            "ci95_rel": 0.01},
+           {"submission": "a.py", "kind": "test", "case": "t0", "case_ok": True}]
+    new = [{**old[0], "median_us": 100.5}, {**old[1], "median_us": 111.0}, {**old[2], "case_ok": False}]
+    rows = bundle.comparison(old, new)
+    assert [r.get("mark") for r in rows] == ["same", "slower", None]
+    assert rows[1]["ratio"] == pytest.approx(1.11)
+    line, same = bundle.summary(rows)
+    assert not same and line == ("replay: 2 timed case(s): 1 same, 1 slower; verdicts: 1 of 3 changed (first: a.py "
+                                 "test t0: pass -> FAIL)")
+    assert bundle.summary(bundle.comparison(old, old)) == ("replay: 2 timed case(s): 2 same; verdicts: all 3 the "
+                                                          "same", True)
+
+
+def test_the_command_line_refuses_a_changed_submission_in_one_line(tmp_path, capsys):
+    out, path, _ = made(tmp_path)
+    path.write_text(SOURCE + "# edited\n")
+    assert cli(tmp_path, "--replay", str(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: replay refused: the submission") and "mine.py" in err and "\n" not in err
+    assert cli(tmp_path, "--mode", "history", "--energy") == 2
+    assert "--energy goes with --mode benchmark or leaderboard" in capsys.readouterr().err
+
+
+def test_results_round_trip_through_a_bundle(tmp_path):
+    """The results a bundle holds are the --json document: a replay compares its rows."""
+    from harness import report
+
+    samples = (1e-4, 1.01e-4, 0.99e-4)
+    r = SubmissionResult(str(tmp_path / "a.py"), "ab", cases=[
+        CaseResult("benchmark", 0, "b0", True, args={"i": 0}, device=summarize(list(samples)), samples=samples)],
+        audit="verified: the parent's clock")
+    doc = report.json_document([r], lambda args: "c0", None, {"run": 1})
+    rows = bundle.comparison(doc["rows"], report.export_rows([r], lambda args: "c0", None))
+    assert bundle.summary(rows) == ("replay: 1 timed case(s): 1 same; verdicts: all 1 the same", True)
+
+
+@pytest.mark.slow
+def test_write_then_replay_gives_the_same_verdicts_and_a_changed_file_is_refused(tmp_path, capsys):
+    """The round trip on the CPU: a leaderboard run of a copy of torch_batched.py with --bundle; its
+    replay (from the file at its path, then from the bundle's copy once it is gone) gives every
+    verdict again; an edited file refuses the replay before anything runs."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    path = folder / "torch_batched.py"
+    shutil.copy(ROOT / "submissions" / "torch_batched.py", path)
+    out = tmp_path / "run.json"
+    assert cli(tmp_path, "--mode", "leaderboard", "--submission", str(path), "--budget", "0.05",
+               "--bundle", str(out), "--seed", "41") == 0
+    assert "replay bundle:" in capsys.readouterr().err
+    data = bundle.read(out)
+    assert data["seed"] == 41 and data["flags"]["budget"] == 0.05 and data["results"]["run"]["seed"] == 41
+    for step in ("in place", "moved away"):
+        if step == "moved away":
+            path.rename(tmp_path / "elsewhere.py")
+        assert cli(tmp_path, "--replay", str(out), "--json", str(tmp_path / f"{step}.json")) == 0, step
+        captured = capsys.readouterr()
+        assert "verdicts: all" in captured.err and "the same" in captured.err
+        assert "Replay against the bundle" in captured.out
+        assert json.loads((tmp_path / f"{step}.json").read_text())["run"]["seed"] == 41
+    assert "1 from the bundle's copies" in captured.err
+    path.write_text("# another file at the recorded path\n")
+    assert cli(tmp_path, "--replay", str(out)) == 2
+    assert "replay refused: the submission" in capsys.readouterr().err
