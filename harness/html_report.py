@@ -127,18 +127,17 @@ def _badges(r: dict) -> str:
 
 
 def _leaderboard(rows: list[dict], labels: list[str], bandwidth: Optional[float]) -> str:
-    cols = ["#", "submission", "status", "geomean µs (95% CI)", "% of BW"] + labels + ["trust", "detail"]
-    kinds = ["rank", "text", "text", "num", "num"] + ["num"] * len(labels) + ["text", "text"]
+    cols = ["#", "submission", "status", "geomean µs", "95% CI µs", "% of BW"] + labels + ["trust", "detail"]
+    kinds = ["rank", "text", "text", "num", "num", "num"] + ["num"] * len(labels) + ["text", "text"]
     header = "".join(f'<th data-kind="{k}" tabindex=0>{esc(c)}</th>' for c, k in zip(cols, kinds))
     lines = []
     for r in rows:
         pct = _pct_bandwidth(r, bandwidth)
+        interval = f"{_num(r['interval'][0])}–{_num(r['interval'][1])}" if r["interval"] else "-"
         cells = [(r["rank"], _rank_key(r["rank"])), (r["name"], r["name"]), ("pass" if r["ok"] else "FAIL", r["ok"]),
-                 (_num(r["geomean"]), r["geomean"]), (_num(pct, 0) + ("%" if pct is not None else ""), pct)]
+                 (_num(r["geomean"]), r["geomean"]), (interval, r["interval"][0] if r["interval"] else None),
+                 (_num(pct, 0) + ("%" if pct is not None else ""), pct)]
         tds = [f'<td data-v="{esc(v)}">{esc(t)}</td>' for t, v in cells]
-        if r["interval"]:
-            tds[3] = (f'<td data-v="{esc(r["geomean"])}">{_num(r["geomean"])} <span class=ci>'
-                      f'{_num(r["interval"][0])}–{_num(r["interval"][1])}</span></td>')
         for label in labels:
             c = r["cases"].get(label)
             if c is None or not c["ok"] or c["median_us"] is None:
