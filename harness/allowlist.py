@@ -106,6 +106,11 @@ def allowed_paths(submission: Path, *, code: Sequence[Path] = WORKER_CODE, files
                Allowed(Path("/dev"), "a minimal /dev", "devfs"),
                Allowed(Path("/dev/shm"), "a private, empty /dev/shm", "tmpfs"),
                Allowed(Path("/proc"), "the /proc of its own PID namespace", "proc"),
+               # bwrap leaves /proc/sys writable where the sandbox's user maps to root: the host's
+               # kernel settings (core_pattern runs a program as root on the next crash)
+               Allowed(Path("/proc/sys"), "the kernel's settings: read-only", "ro", Path("/proc/sys")),
+               *(Allowed(Path(p), "the host's SysRq trigger: covered", "ro", Path("/dev/null"))
+                 for p in ("/proc/sysrq-trigger",) if os.path.exists(p)),
                *(Allowed(Path(p), "the host's keys' names and owners' quotas: read as empty", "ro", Path("/dev/null"))
                  for p in ("/proc/keys", "/proc/key-users") if os.path.exists(p)),
                *gpu_paths(), *(tool_paths(tools))]

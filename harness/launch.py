@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -303,18 +304,21 @@ def worker_folder(prefix: str) -> Iterator[str]:
 
 # What a child that runs submission code inherits of this process's environment: the GPU stack's and
 # Python's own variables, by name or prefix, and SUBMISSION_* (a submission's own knobs, e.g.
-# triton_mxfp4.py's SUBMISSION_MXFP4_QK_DOT_SCALED). Nothing else (an operator's tokens stay here).
+# triton_mxfp4.py's SUBMISSION_MXFP4_QK_DOT_SCALED). Nothing else, and none of those whose name says
+# it holds a secret (NVIDIA_API_KEY, TORCH_HUB_TOKEN, ...): an operator's tokens stay here.
 ENV_NAMES = {"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"}
 ENV_PREFIXES = ("LC_", "PYTHON", "LD_", "CUDA", "NVIDIA_", "NV_", "HIP_", "ROCM", "ROCR_", "HSA_", "AMD_", "GPU_",
                 "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "NCCL_", "CUBLAS_", "CUDNN_",
                 "SUBMISSION_")
+ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 
 
 def child_env() -> dict[str, str]:
     """The environment of a child that runs submission code: this one's GPU-stack and Python variables
     (ENV_NAMES, ENV_PREFIXES), with the harness first on the import path and no bytecode written
     (the filesystem is read-only inside the sandbox)."""
-    env = {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    env = {k: v for k, v in os.environ.items()
+           if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not ENV_SECRET.search(k)}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env

@@ -72,14 +72,24 @@ for path in canaries:
             opened.append((path, f.read(64).decode(errors="replace")))
     except OSError:
         pass
+# Writable: any listed path but the private ones, and every kernel setting (/proc/sys: where the
+# sandbox's user maps to root, a writable one changes the host)
+private = [e["path"] for e in entries if e["kind"] in ("tmpfs", "rw", "devfs", "dev")]
+nulls = [e["path"] for e in entries if e["null"]]  # covered by /dev/null: writes go nowhere
+writable = [p for p in allowed + hidden + ["/proc/sysrq-trigger"]
+            if os.path.lexists(p) and not within(p, private) and p not in nulls and os.access(p, os.W_OK)]
+for folder, _, files in os.walk("/proc/sys"):
+    writable += [os.path.join(folder, f) for f in files if os.access(os.path.join(folder, f), os.W_OK)]
 print(json.dumps({"seen": seen, "outside": outside, "missing": missing, "not_empty": not_empty,
-                  "commands": commands, "dev": sorted(os.listdir("/dev")), "opened": opened}))
+                  "commands": commands, "dev": sorted(os.listdir("/dev")), "opened": opened,
+                  "writable": writable}))
 """
 
 
 def walk(submission: Path, private: list[Path], canaries: list[Path]) -> dict:
     entries = allowed_paths(submission, private=private)
-    listed = json.dumps([{"path": str(e.path), "kind": e.kind} for e in entries])
+    listed = json.dumps([{"path": str(e.path), "kind": e.kind, "null": e.source == Path("/dev/null")}
+                         for e in entries])
     box = bwrap_command(find_bwrap(), submission, private)
     try:
         run = subprocess.run(box + [sys.executable, "-S", "-c", WALK, listed, json.dumps([str(c) for c in canaries])],
@@ -125,6 +135,7 @@ def test_the_sandbox_holds_only_the_allow_list(planted):
     assert found["missing"] == [], f"listed but not there: {found['missing']}"
     assert found["opened"] == [], f"canaries read: {found['opened']}"
     assert found["not_empty"] == []
+    assert found["writable"] == [], f"writable in the sandbox: {found['writable'][:20]}"
     assert token not in json.dumps(found)
     # its own processes only (bwrap's and the walker), no device node but bwrap's own and the GPU's
     assert len(found["commands"]) <= 3 and all(c.endswith(("bwrap", "python", Path(sys.executable).name))
@@ -174,3 +185,16 @@ def test_share_shows_a_file_and_refuses_the_checkout_home_or_results(tmp_path):
     finally:
         box.close()
     assert run.stdout.strip() == "True", run.stderr[-500:]
+
+
+def test_no_secret_reaches_a_child_through_an_allowed_prefix(monkeypatch):
+    """The GPU stack's variables pass by prefix (CUDA*, NVIDIA_, TORCH, ...); a token under one of
+    those prefixes does not."""
+    secrets = {"NVIDIA_API_KEY": "nvapi-x", "TORCH_HUB_TOKEN": "t", "CUDA_TOKEN": "c", "HIP_SECRET": "s",
+               "PYTHON_KEYRING_PASSWORD": "p", "TRITON_AUTH": "a"}
+    kept = {"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "all", "TORCH_CUDA_ARCH_LIST": "9.0",
+            "SUBMISSION_MXFP4_QK_DOT_SCALED": "1"}
+    for name, value in {**secrets, **kept}.items():
+        monkeypatch.setenv(name, value)
+    env = child_env()
+    assert not set(secrets) & set(env) and all(env[k] == v for k, v in kept.items())
