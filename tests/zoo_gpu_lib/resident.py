@@ -1,7 +1,8 @@
 """Code shared by the GPU zoo's attacks on the fence's pre-clock phase (tests/zoo_gpu/resident_at_gate.py,
-preloads_kv.py, prefetches_l2.py, holds_sms_at_census.py). Not a submission: it lives outside tests/zoo_gpu because the sandbox
-hides every other file of a submission's own folder (harness/launch.py, `hidden_paths`); the zoo files
-load it by path, as they load submissions/triton_bf16.py.
+preloads_kv.py, prefetches_l2.py, holds_sms_at_census.py). Not a submission: the zoo files load it by
+path, as they load submissions/triton_bf16.py. The sandbox shows a worker only its own file
+(harness/allowlist.py), so a run of them passes `--share` for both files, or runs the copy
+tools/standalone.py makes, which carries them.
 
 What is here:
 * `AtGate`: attention over the bf16 cache computed by one Triton kernel of one program per SM that is
@@ -508,35 +509,21 @@ def at_gate_attack(preload: bool) -> Callable[[Any], torch.Tensor]:
 
 
 def hog_attack() -> Callable[[Any], torch.Tensor]:
-    """holds_sms_at_census.py: on the GPU, before every fenced call is enqueued, a `Hog` kernel on a
-    side stream (it waits from the SMs for the parent's refill, then holds every SM through the
-    flush and the census's launch, and exits on its own); only where the snapshot shows the parent
-    has not refilled yet (`RefillWatch`). The answer is triton_bf16.py's. Returns custom_kernel."""
-    kernel = Hog()
-    refill = RefillWatch()
-    streams: dict = {}
-
-    def before_gate(data, flags, seq):
-        side, snap = streams["side"], streams["snap"]
-        watch, before, fresh = refill.snapshot(data, snap, flags, seq)
-        streams["before"] = before  # kept until the next call: the kernel reads it
-        if fresh:
-            with torch.cuda.stream(side):
-                kernel.launch(data, gate_word(flags), seq, watch, before)
-
-    if on_gpu():
-        warm(kernel)  # compiled and loaded now: never first launched behind a gate
-        streams.update(side=torch.cuda.Stream(), snap=torch.cuda.Stream())
-        patch_fenced_call(before_gate)
-    return bundled.custom_kernel
+    """holds_sms_at_census.py: `side_kernel_attack` with a `Hog` (it waits from the SMs for the
+    parent's refill, then holds every SM through the flush and the census's launch, and exits)."""
+    return side_kernel_attack(Hog())
 
 
 def prefetch_attack() -> Callable[[Any], torch.Tensor]:
-    """prefetches_l2.py: on the GPU, before every fenced call is enqueued, a `Prefetch` kernel on a
-    side stream (it waits from the SMs for the parent's refill, reads, exits); only where the snapshot
-    shows the parent has not refilled yet (`RefillWatch`), so that its programs never wait as far as the
-    gate. The answer is triton_bf16.py's, launched as usual. Returns custom_kernel."""
-    kernel = Prefetch()
+    """prefetches_l2.py: `side_kernel_attack` with a `Prefetch` (it waits from the SMs for the
+    parent's refill, reads, exits)."""
+    return side_kernel_attack(Prefetch())
+
+
+def side_kernel_attack(kernel: Any) -> Callable[[Any], torch.Tensor]:
+    """On the GPU, before every fenced call is enqueued, `kernel` launched on a side stream; only where
+    the snapshot shows the parent has not refilled yet (`RefillWatch`), so that its programs never
+    wait as far as the gate. The answer is triton_bf16.py's, launched as usual. Returns custom_kernel."""
     refill = RefillWatch()
     streams: dict = {}
 
