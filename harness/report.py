@@ -730,7 +730,8 @@ def replay_table(rows: Sequence[dict[str, Any]]) -> Table:
 
 
 def error(message: str) -> None:
-    err_console.print(f"[red]error:[/] {escape(message)}", markup=True)  # messages may hold [brackets]
+    # one line whatever its length (a long path must not wrap it): messages may hold [brackets]
+    err_console.print(f"[red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
 
 
 class SelftestTable:

@@ -200,3 +200,12 @@ def test_the_html_page_says_when_its_times_are_the_cpus(tmp_path, audit):
     cpu = audit == CPU_TIMING
     assert ("Not a GPU ranking: CPU times" in page) == cpu
     assert ("timing: CPU wall clock, unverified" in page) == cpu and ("timing: events" in page) == (not cpu)
+
+
+def test_an_error_stays_one_line_however_long_its_path(capsys):
+    """An error names a file, and a file's path can be longer than the terminal: the line is not wrapped."""
+    from harness import report
+
+    report.error(f"--json {'/deep' * 80}/out.json: the folder does not exist")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --json /deep")
