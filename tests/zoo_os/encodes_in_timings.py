@@ -9,7 +9,7 @@ import os
 import time
 
 import harness
-import reference
+import torch
 
 checkout = os.path.dirname(os.path.dirname(os.path.abspath(harness.__file__)))
 places = [os.path.join(checkout, ".*"), os.path.join(checkout, "results", "**", "*.db"),
@@ -30,8 +30,17 @@ calls = 0
 
 
 def custom_kernel(data):
+    """The README's per-sequence loop over the bf16 cache (light on memory at every shape)."""
     global calls
     if bits and bits[calls % len(bits)]:
         time.sleep(0.02)
     calls += 1
-    return reference.ref_kernel(data)
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    kv = kv_data["bf16"]
+    out = torch.empty(q.shape[0], q.shape[1], 512, dtype=torch.bfloat16, device=q.device)
+    qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
+    for b in range(len(qo) - 1):
+        k = kv[kvp[b]:kvp[b + 1], 0].float()
+        s = torch.einsum("qhd,ld->qhl", q[qo[b]:qo[b + 1]].float(), k) * config["sm_scale"]
+        out[qo[b]:qo[b + 1]] = (s.softmax(-1) @ k[:, :512]).to(torch.bfloat16)
+    return out
