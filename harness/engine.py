@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from harness import audit
-from harness.device import DeviceInfo, synchronize
+from harness.device import DeviceInfo, flush_bytes, synchronize
 from harness.fence import first_input
 from harness.gpuwatch import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.launch import WorkerProcess, log_path
@@ -344,7 +344,7 @@ class _Inputs:
         flushed as before a call, their expected output, and the last passing output checked again."""
         ctx, problem = self.ctx, self.ctx.problem
         if self._scratch is None:
-            size = max(2 * ctx.device.l2_bytes, 1 << 20) // 4 * 4 if ctx.device.is_gpu else 0
+            size = flush_bytes(ctx.device.l2_bytes) if ctx.device.is_gpu else 0
             self._scratch = (_clone(self.data), torch.zeros(size // 4, dtype=torch.float32,
                                                              device=ctx.device.torch_device) if size else None)
         private, flush = self._scratch

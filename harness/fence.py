@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from harness.census import Census
+from harness.device import flush_bytes
 from harness.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
 NULL_CALLS = 24          # null calls per size when calibrating (the first 4 of each not counted)
@@ -91,8 +92,7 @@ class Fence:
         self.buffer.bytes_tensor().zero_()
         self.stream = torch.cuda.Stream()
         self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
-        size = max(2 * l2_bytes, 1 << 20) // 4 * 4
-        self.flush_buffer = torch.zeros(size, dtype=torch.uint8, device="cuda")
+        self.flush_buffer = torch.zeros(flush_bytes(l2_bytes), dtype=torch.uint8, device="cuda")
         self._words = self.flush_buffer.view(torch.float32)
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
         self.seq = 0

@@ -68,6 +68,15 @@ def reason_names(bits: int, benign: bool = False) -> list[str]:
 
 
 # ---------------------------------------------------------------- backends
+def _gauge(fn: Callable[[], Any]) -> Any:
+    """One reading, or None where the GPU or its library does not give it (NVMLError(NotSupported),
+    AmdSmiLibraryException and friends: that gauge is missing)."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return None
+
+
 class NvmlBackend:
     """NVML through nvidia-ml-py (`import pynvml`), for the GPU this process uses."""
 
@@ -76,32 +85,26 @@ class NvmlBackend:
     def __init__(self, nvml: Any, handle: Any):
         self.nvml, self.handle = nvml, handle
 
-    def _try(self, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except Exception:  # noqa: BLE001 - NVMLError(NotSupported) and friends: that gauge is missing
-            return None
-
     def sample(self) -> Sample:
         n, h = self.nvml, self.handle
         reasons_fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
             n, "nvmlDeviceGetCurrentClocksThrottleReasons", None)  # (the older name, before driver 535)
-        power = self._try(lambda: n.nvmlDeviceGetPowerUsage(h))  # mW
-        return Sample(time.monotonic(), self._try(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
-                      self._try(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
-                      self._try(lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
+        power = _gauge(lambda: n.nvmlDeviceGetPowerUsage(h))  # mW
+        return Sample(time.monotonic(), _gauge(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
+                      _gauge(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
+                      _gauge(lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
                       power / 1e3 if power is not None else None,
-                      int(self._try(lambda: reasons_fn(h)) or 0) if reasons_fn else 0,
+                      int(_gauge(lambda: reasons_fn(h)) or 0) if reasons_fn else 0,
                       self._violation(getattr(n, "NVML_PERF_POLICY_POWER", 0)),
                       self._violation(getattr(n, "NVML_PERF_POLICY_THERMAL", 1)))
 
     def _violation(self, policy: int) -> Optional[int]:
-        status = self._try(lambda: self.nvml.nvmlDeviceGetViolationStatus(self.handle, policy))
+        status = _gauge(lambda: self.nvml.nvmlDeviceGetViolationStatus(self.handle, policy))
         value = getattr(status, "violationTime", None)
         return int(value) if value is not None else None
 
     def energy_mj(self) -> Optional[float]:
-        value = self._try(lambda: self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        value = _gauge(lambda: self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
         return float(value) if value is not None else None
 
     def facts(self) -> dict[str, Any]:
@@ -110,15 +113,15 @@ class NvmlBackend:
         def text(value: Any) -> Any:
             return value.decode() if isinstance(value, bytes) else value
 
-        cuda = self._try(n.nvmlSystemGetCudaDriverVersion)
-        return {"gpu": text(self._try(lambda: n.nvmlDeviceGetName(h))),
-                "driver": text(self._try(n.nvmlSystemGetDriverVersion)),
+        cuda = _gauge(n.nvmlSystemGetCudaDriverVersion)
+        return {"gpu": text(_gauge(lambda: n.nvmlDeviceGetName(h))),
+                "driver": text(_gauge(n.nvmlSystemGetDriverVersion)),
                 "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
-                "max_sm_mhz": self._try(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)),
-                "max_mem_mhz": self._try(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM)),
-                "application_sm_mhz": self._try(lambda: n.nvmlDeviceGetApplicationsClock(h, n.NVML_CLOCK_SM)),
+                "max_sm_mhz": _gauge(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)),
+                "max_mem_mhz": _gauge(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM)),
+                "application_sm_mhz": _gauge(lambda: n.nvmlDeviceGetApplicationsClock(h, n.NVML_CLOCK_SM)),
                 "power_limit_w": (lambda mw: mw / 1e3 if mw else None)(
-                    self._try(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h)))}
+                    _gauge(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h)))}
 
 
 class AmdSmiBackend:
@@ -130,33 +133,27 @@ class AmdSmiBackend:
     def __init__(self, amdsmi: Any, handle: Any):
         self.smi, self.handle = amdsmi, handle
 
-    def _try(self, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except Exception:  # noqa: BLE001 - AmdSmiLibraryException: that gauge is missing
-            return None
-
     def sample(self) -> Sample:
         s, h = self.smi, self.handle
-        clock = lambda kind: (self._try(lambda: s.amdsmi_get_clock_info(h, kind)) or {}).get("clk")  # noqa: E731
-        power = self._try(lambda: s.amdsmi_get_power_info(h)) or {}
-        metrics = self._try(lambda: s.amdsmi_get_gpu_metrics_info(h)) or {}
+        clock = lambda kind: (_gauge(lambda: s.amdsmi_get_clock_info(h, kind)) or {}).get("clk")  # noqa: E731
+        power = _gauge(lambda: s.amdsmi_get_power_info(h)) or {}
+        metrics = _gauge(lambda: s.amdsmi_get_gpu_metrics_info(h)) or {}
         throttle = metrics.get("throttle_status")
         watts = power.get("current_socket_power") or power.get("average_socket_power")
         return Sample(time.monotonic(), _number(clock(s.AmdSmiClkType.GFX)), _number(clock(s.AmdSmiClkType.MEM)),
-                      _number(self._try(lambda: s.amdsmi_get_temp_metric(h, s.AmdSmiTemperatureType.HOTSPOT,
+                      _number(_gauge(lambda: s.amdsmi_get_temp_metric(h, s.AmdSmiTemperatureType.HOTSPOT,
                                                                         s.AmdSmiTemperatureMetric.CURRENT))),
                       _number(watts), 0x4 if isinstance(throttle, int) and throttle else 0)
 
     def energy_mj(self) -> Optional[float]:
-        count = self._try(lambda: self.smi.amdsmi_get_energy_count(self.handle)) or {}
+        count = _gauge(lambda: self.smi.amdsmi_get_energy_count(self.handle)) or {}
         ticks, unit = count.get("energy_accumulator"), count.get("counter_resolution")  # unit: µJ per tick
         return ticks * unit / 1e3 if isinstance(ticks, (int, float)) and isinstance(unit, (int, float)) else None
 
     def facts(self) -> dict[str, Any]:
         s, h = self.smi, self.handle
-        info = self._try(lambda: s.amdsmi_get_gpu_asic_info(h)) or {}
-        driver = self._try(lambda: s.amdsmi_get_gpu_driver_info(h)) or {}
+        info = _gauge(lambda: s.amdsmi_get_gpu_asic_info(h)) or {}
+        driver = _gauge(lambda: s.amdsmi_get_gpu_driver_info(h)) or {}
         return {"gpu": info.get("market_name"), "driver": driver.get("driver_version")}
 
 

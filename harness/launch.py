@@ -175,8 +175,8 @@ def bwrap_command(exe: str, submission: Path, private: Sequence[Path], scratch: 
                   mps_view: Optional[Path] = None, code: Sequence[Path] = WORKER_CODE, files: Sequence[Path] = (),
                   tools: Sequence[str] = ()) -> SandboxCommand:
     """The sandbox for one worker (or for a profiler and the worker it runs: Nsight Compute inside
-    the sandbox costs ~9 ms per kernel, as outside it; across the sandbox's PID namespace it costs
-    ~110 ms, BENCHMARKS.md session 7). What it can read is the allow-list (harness/allowlist.py,
+    the sandbox costs per kernel what it costs outside it, and many times that across the sandbox's
+    PID namespace: BENCHMARKS.md). What it can read is the allow-list (harness/allowlist.py,
     `allowed_paths`, with `code`, `files`, `tools` and `private` as there), nothing else. Its
     working folder /tmp/work is a tmpfs of its own, or the host folder `scratch` where the parent
     must collect files from it (a vendor profiler's report). The caller passes the command's `fds`

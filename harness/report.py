@@ -481,7 +481,7 @@ def _fits(console: Console, options: ConsoleOptions, tables: Sequence[Table]) ->
 
 
 def _when(stamp: str) -> str:
-    """A stored time ("2026-12-04T19:00:40+00:00", UTC) as "2026-12-04 19:00:40"."""
+    """A stored time (ISO 8601, UTC: "YYYY-MM-DDTHH:MM:SS+00:00") as "YYYY-MM-DD HH:MM:SS"."""
     return stamp[:19].replace("T", " ") if len(stamp) >= 19 and stamp[10:11] == "T" else stamp
 
 

@@ -10,7 +10,7 @@ from typing import Callable, Optional, Sequence, TypeVar
 
 from harness.config import CPU_TIMING
 from harness.scan import ScanResult
-from harness.ties import rank_labels, score_interval, tie_groups
+from harness.ties import rank_labels, score, score_interval, tie_groups
 from harness.timing import Stats
 
 
@@ -100,11 +100,10 @@ class SubmissionResult:
     def score_us(self, ranking: str) -> Optional[float]:
         """The number the leaderboard ranks by (task.yml `ranking`), in µs: the geometric ("geom")
         or arithmetic ("mean") mean of the per-case medians, or the last case's median ("last")."""
-        times = [c.device.median for c in self.cases if c.kind == "benchmark" and c.ok and c.device]
+        times = [c.device.median for c in self.timed_cases()]
         if not self.ok or not times:
             return None
-        value = {"geom": geomean(times), "mean": sum(times) / len(times), "last": times[-1]}[ranking]
-        return value * 1e6
+        return score(times, ranking) * 1e6
 
 
 Row = TypeVar("Row")
