@@ -46,7 +46,6 @@ class RunConfig:
     audit: bool = True                 # the profiler's audit of GPU timings (harness/audit.py)
     cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE, --shape)
     timeout: Optional[float] = None    # caps every timeout of the task (--timeout)
-    fence: bool = True                 # time GPU calls with the parent's fence where it can (harness/fence.py)
     energy: bool = False               # --energy: joules per call from the GPU's energy counter (harness/gpuwatch.py)
 
     def context(self):
@@ -88,8 +87,6 @@ class RunConfig:
             return CPU_TIMING
         if not self.audit:
             return "unverified: --no-audit (the worker's own events)"
-        if not self.fence:
-            return "unverified: this backend does not fence calls (the worker's own events)"
         from harness import mps
 
         why = mps.start()

@@ -72,8 +72,16 @@ def _start() -> Optional[str]:
         return f"no MPS (the daemon did not start{': ' + text if text else ''})"
     os.environ[PIPE], os.environ[LOG], os.environ[ROOT] = str(pipe), str(log), str(root)
     _STATE["root"] = str(root)
-    atexit.register(_stop, exe, env, root)
+    _STATE["stop"] = (exe, env, root)
+    atexit.register(stop)
     return None
+
+
+def stop() -> None:
+    """Tell the daemon this process started to quit (nothing when it started none); also at exit."""
+    args = _STATE.pop("stop", None)
+    if args:
+        _stop(*args)
 
 
 def worker_view() -> Optional[Path]:

@@ -5,6 +5,11 @@ we do not schedule anything ourselves. A task is trusted harness code: it runs `
 which starts the submission's untrusted worker as a child process on that node, and returns the
 `SubmissionResult`. The driver (the CLI) collects the results and alone writes the database.
 
+Timed GPU calls are fenced on the node as on one machine (harness/fence.py): the task starts an MPS
+daemon of its own for its GPU (or adopts one its environment names) before it makes a CUDA context,
+so each task runs in a fresh Ray worker process (`max_calls=1`: a process that made a CUDA context
+for an earlier task is no MPS client) and quits its daemon when it ends.
+
 Nodes need not share a filesystem: the harness package travels as a Ray `py_modules` entry, and
 each task gets the submission, task.yml and reference.py as bytes and writes them to a private
 temporary folder. Ray is an optional extra: `pip install ".[ray]"`.
@@ -33,19 +38,23 @@ class RayMissing(RuntimeError):
 
 def _job(config: RunConfig, files: dict[str, bytes], name: str) -> Any:
     """Runs on a Ray worker: unpack the files, evaluate one submission, return its result."""
+    from harness import mps
     from harness.engine import evaluate
 
-    with tempfile.TemporaryDirectory(prefix="mla-eval-") as tmp:
-        folder = Path(tmp)
-        for rel, content in files.items():
-            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / rel).write_bytes(content)
-        local = dataclasses.replace(config, task=str(folder / "task" / files_task(files)),
-                                    log_dir=str(folder / "logs"))
-        result = evaluate(folder / "submission" / name, local.context(), config.mode)
-        log = Path(result.log)
-        result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
-        return result
+    try:
+        with tempfile.TemporaryDirectory(prefix="mla-eval-") as tmp:
+            folder = Path(tmp)
+            for rel, content in files.items():
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_bytes(content)
+            local = dataclasses.replace(config, task=str(folder / "task" / files_task(files)),
+                                        log_dir=str(folder / "logs"))
+            result = evaluate(folder / "submission" / name, local.context(), config.mode)
+            log = Path(result.log)
+            result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
+            return result
+    finally:
+        mps.stop()  # the daemon this task started for its GPU, if any
 
 
 TASK_MARK = "task/.task"  # which file of the bundle is the task (a path relative to task/)
@@ -95,7 +104,7 @@ def evaluate_ray(paths: Sequence[Path], config: RunConfig, address: Optional[str
             raise RayMissing(f"--backend ray: cannot start or reach Ray at {address or 'a local instance'}: "
                              f"{one_line(exc)}") from None
     gpu = config.device != "cpu"
-    remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)(_job)
+    remote = ray.remote(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0, max_calls=1 if gpu else 0)(_job)
     refs = {}
     results: list = [None] * len(paths)
     for index, path in enumerate(paths):

@@ -494,8 +494,8 @@ def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, subm
     if args.backend == "ray":
         from harness.ray_backend import RayMissing, evaluate_ray
 
-        # Ray's tasks may run on other hosts, where the run's MPS daemon is not: unverified timings
-        settings = dataclasses.replace(settings, device="cuda" if gpus else "cpu", fence=False)
+        # (each GPU task starts or adopts an MPS daemon on its own node and fences its calls there:
+        # harness/ray_backend.py)
         report.err_console.print(f"Ray: {len(submissions)} task(s), {'1 GPU' if gpus else '1 CPU'} each, "
                                  f"cluster {args.address or 'local'}")
         try:

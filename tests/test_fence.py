@@ -3,6 +3,7 @@ a fake worker's replies for the channel, so the code that decides which number r
 real fence runs on the H200 (tools/h200_fence.sh, BENCHMARKS.md)."""
 import dataclasses
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -232,3 +233,28 @@ def test_a_census_kept_waiting_for_its_sms_rejects_the_call(census_s, rejected):
         box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
     assert failure.value.kind == "held the GPU"
     assert f"the census waited {census_s * 1e6:.0f} µs for SMs held by another kernel" in str(failure.value)
+
+
+def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, monkeypatch):
+    """A GPU Ray task is timed as any evaluator: the task's own process plans the fence (starting an
+    MPS daemon on its node before any CUDA context: RunConfig.context -> fence_plan) and quits that
+    daemon when it ends, whatever the evaluation did."""
+    from harness import engine, mps, ray_backend
+    from harness.config import RunConfig
+    from harness.results import SubmissionResult
+
+    events = []
+    monkeypatch.setattr(mps, "start", lambda: events.append("start") or None)
+    monkeypatch.setattr(mps, "stop", lambda: events.append("stop"))
+    monkeypatch.setattr(RunConfig, "context", lambda self: events.append(("plan", self.fence_plan())) or "ctx")
+
+    def evaluate(path, ctx, mode):
+        events.append("evaluate")
+        raise RuntimeError("the worker died")
+
+    monkeypatch.setattr(engine, "evaluate", evaluate)
+    config = RunConfig(mode="leaderboard", task=str(problem.spec.path), device="cuda", log_dir=str(tmp_path))
+    files = {**ray_backend.task_bundle(Path(problem.spec.path)), "submission/x.py": b"def custom_kernel(d): pass\n"}
+    with pytest.raises(RuntimeError):
+        ray_backend._job(config, files, "x.py")
+    assert events == ["start", ("plan", "fenced"), "evaluate", "stop"]

@@ -210,3 +210,4 @@ def test_every_backend_runs_the_competition_task(tmp_path, capsys, backend):
     code = cli(tmp_path, "--task", "competition", "--mode", "test", *backend,
                "--submission", str(ROOT / "submissions" / "torch_batched.py"))
     assert code == 0, capsys.readouterr().err[-600:]
+
