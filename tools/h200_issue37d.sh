@@ -7,7 +7,7 @@
 source tools/h200_setup.sh
 S=/tmp/standalone
 python3 tools/standalone.py $S tests/zoo_gpu/holds_sms_at_census.py tests/zoo_gpu/resident_at_gate.py \
-  tests/honest/multi_kernel.py tests/honest/cuda_graph.py
+  tests/honest/multi_kernel.py tests/honest/cuda_graph.py tests/zoo_gpu/writes_into_slot.py
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 t0=$(date +%s.%N)
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
@@ -18,24 +18,24 @@ AB="python3 tools/fence_ab.py --census mid -- --mode leaderboard --sandbox requi
 timeout 200 $AB --budget 0.5 --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
   --submission submissions/triton_mxfp4.py --submission $S/multi_kernel.py --submission $S/cuda_graph.py \
   --logs /tmp/l2 --json "$OUT/honest.json" > "$OUT/honest.txt" 2>&1; echo "honest: exit $? at $(wall $t0) s"
-timeout 80 $AB --budget 0.5 --timeout 30 --submission $S/holds_sms_at_census.py --submission submissions/triton_fp8.py \
-  --submission $S/resident_at_gate.py --logs /tmp/l3 --json "$OUT/attacks.json" > "$OUT/attacks.txt" 2>&1
+timeout 110 $AB --budget 0.5 --timeout 30 --submission $S/writes_into_slot.py --submission submissions/triton_bf16.py \
+  --submission $S/holds_sms_at_census.py --submission submissions/triton_fp8.py --submission $S/resident_at_gate.py --logs /tmp/l3 --json "$OUT/attacks.json" > "$OUT/attacks.txt" 2>&1
 echo "attacks: exit $? at $(wall $t0) s"
-for f in triton_bf16 triton_fp8; do
+for f in triton_bf16; do
   timeout 45 python3 tools/cupti_compare.py submissions/$f.py --calls 10 --compare "$OUT/honest.json" \
     > "$OUT/cupti_$f.txt" 2>&1; echo "cupti $f: exit $? at $(wall $t0) s"
 done
 t1=$(date +%s.%N)
-timeout 70 python3 eval.py --mode leaderboard --no-audit --sandbox require --no-progress --budget 0.3 \
+timeout 60 python3 eval.py --mode leaderboard --no-audit --sandbox require --no-progress --budget 0.2 \
   --submission submissions/torch_loop.py --logs /tmp/l4 --json "$OUT/loop_plain.json" > "$OUT/loop_plain.txt" 2>&1
 echo "torch_loop --no-audit: exit $? wall $(wall $t1) s"
 t1=$(date +%s.%N)
-timeout 70 python3 eval.py --mode leaderboard --sandbox require --no-progress --budget 0.3 \
+timeout 60 python3 eval.py --mode leaderboard --sandbox require --no-progress --budget 0.2 \
   --submission submissions/torch_loop.py --logs /tmp/l5 --json "$OUT/loop_fenced.json" > "$OUT/loop_fenced.txt" 2>&1
 echo "torch_loop fenced: exit $? wall $(wall $t1) s"
 cp -r /tmp/l2 /tmp/l3 "$OUT/" 2>/dev/null
 echo "--- one file"; grep "geomean\|wall\|clocks" "$OUT/one.txt" | tail -3 | cut -c1-200
 echo "--- honest"; grep "fence_ab\|wall" "$OUT/honest.txt" | cut -c1-250; python3 tools/fence_table.py "$OUT/honest.json" | grep -v "^ *test"
 echo "--- attacks"; grep "fence_ab\|wall" "$OUT/attacks.txt" | cut -c1-250; python3 tools/fence_table.py "$OUT/attacks.json" | grep -v "^ *test [^1]" | cut -c1-250
-echo "--- cupti"; tail -10 "$OUT/cupti_triton_bf16.txt"; tail -10 "$OUT/cupti_triton_fp8.txt"
+echo "--- cupti"; tail -10 "$OUT/cupti_triton_bf16.txt"
 echo "--- torch_loop"; grep "wall\|geomean" "$OUT/loop_plain.txt" "$OUT/loop_fenced.txt" | cut -c1-200
