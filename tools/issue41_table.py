@@ -1,4 +1,4 @@
-"""Issue 41's acceptance from a device run's files (tools/h200_issue41.sh): per seed each file's rank,
+"""Issue 41's acceptance from a device run's files (tools/gpu_issue41.sh): per seed each file's rank,
 geomean and its 95% interval; rank disagreements between runs that the tie groups do not explain;
 whether the 3% copy ranked strictly behind its original every time; the --compare and --replay marks;
 the clock lines; joules per call per case.

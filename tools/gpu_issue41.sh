@@ -3,7 +3,7 @@
 # copy against the original at the same path (--compare: "slower" on every case), the clock watch's
 # lines, and joules per call (--energy). The slowed copies are made standalone first (the sandbox
 # shows a worker only its own file). Usage (device machine, wheels in .whl incl. nvidia-ml-py, carry
-# .whl): bash tools/h200_issue41.sh   (about 7-8 minutes; BUDGET / SEEDS override)
+# .whl): bash tools/gpu_issue41.sh   (about 7-8 minutes; BUDGET / SEEDS override)
 source tools/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
 S=/tmp/s41

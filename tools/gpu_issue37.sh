@@ -3,7 +3,7 @@
 # fence.CENSUS_MAX_S, hand-over-only null calls); the census-holding attacks; CUPTI beside the
 # bundled bf16 and fp8 runs; torch_loop's wall fenced against --no-audit. Test files are made
 # standalone first (tools/standalone.py: the sandbox shows a worker only its own file).
-# Usage (device machine, wheels in .whl, carry .whl): bash tools/h200_issue37d.sh
+# Usage (device machine, wheels in .whl, carry .whl): bash tools/gpu_issue37.sh
 source tools/h200_setup.sh
 S=/tmp/standalone
 python3 tools/standalone.py $S tests/zoo_gpu/holds_sms_at_census.py tests/zoo_gpu/resident_at_gate.py \
