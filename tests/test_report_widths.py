@@ -3,6 +3,7 @@ read at 80, 120 and 200 columns (issues 15, 39): no line wider than the terminal
 shortened keeping ".py" when over 30 characters), numbers never cut, and whatever leaves the main
 table shown under it."""
 
+import dataclasses
 import io
 import re
 
@@ -291,3 +292,16 @@ def test_selftest_fits_with_its_ratios_and_names_whole(width, wrong):
         assert label(r.case.args) in text and r.case.kind in text
     if wrong:  # the wrong verdicts, in their column or under the table
         assert "FAIL" in text and "honest kv=fp8,q=fp8, null random 95% of tokens" in joined(text)
+
+
+def test_a_fenced_table_shows_the_workers_events_and_what_lies_outside_them():
+    """Fenced calls: beside the ranked median, the worker's own events (a diagnostic) and the ranked
+    number's part outside them, as columns of their own; unfenced results have neither."""
+    timed = [dataclasses.replace(c, kernel=stats(c.device.median * 1e6 - 8.5)) if c.device else c
+             for c in cases(0.9)]
+    fenced = SubmissionResult("submissions/k.py", "a", cases=timed, variant="fp8", audit=FENCED)
+    text = render(report.submission_table(fenced, label, 4.8e12), 200)
+    assert "events" in text and "outside" in text
+    assert report.case_numbers(timed[2], None)["outside_us"] == pytest.approx(8.5)
+    plain = render(report.submission_table(RESULTS[0], label, 4.8e12), 200)
+    assert "events" not in plain and "outside" not in plain
