@@ -37,6 +37,7 @@ MAX_BYTES = 64 << 20  # a bundle larger than this is refused unread
 EVALUATION_FLAGS = {
     "mode": "--mode", "device": "--device", "small": "--small", "check": "--check", "budget": "--budget",
     "graph": "--graph", "shape": "--shape", "timeout": "--timeout", "no_audit": "--no-audit", "energy": "--energy",
+    "diagnostics": "--diagnostics",
     "sandbox": "--sandbox", "share": "--share", "gpus": "--gpus", "workers": "--workers", "backend": "--backend",
     "address": "--address",
 }

@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="benchmark or leaderboard mode on a GPU with an energy counter (NVML: pip install "
                         "'mla-eval[gpu]'): joules per call per case, the calls alone (the harness's own work measured "
                         "apart and subtracted); each case's timed calls then last at least 10 of the counter's steps")
+    p.add_argument("--diagnostics", action="store_true",
+                   help="benchmark or leaderboard mode on a GPU: also time a few calls per case the competition's "
+                        "way (its 62.5 GiB random fill, CUDA events, the mean: comp µs) and as isolated calls (wall "
+                        "time of the call and a synchronize, less the ranked median: host overhead µs); the worker's "
+                        "own numbers, shown beside the ranked one, never instead of it")
     p.add_argument("--bundle", metavar="PATH",
                    help="write a replay bundle: one JSON file with the submissions, the task's files, the seed and "
                         "flags, the versions and GPU, and the results (--replay PATH runs it again)")
@@ -254,6 +259,8 @@ def _run(args: argparse.Namespace, early=None) -> int:
         raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
     if args.energy and args.mode not in ("benchmark", "leaderboard"):
         raise UsageError("--energy goes with --mode benchmark or leaderboard (timed calls)")
+    if args.diagnostics and args.mode not in ("benchmark", "leaderboard"):
+        raise UsageError("--diagnostics goes with --mode benchmark or leaderboard (timed calls)")
     if args.bundle and (args.mode not in MODES or args.mode == "profile" or args.history):
         raise UsageError("--bundle goes with --mode test, benchmark or leaderboard (a run it can replay)")
     if args.seed is not None and not -2**63 <= args.seed < 2**63:

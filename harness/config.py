@@ -47,6 +47,7 @@ class RunConfig:
     cases: Optional[tuple[dict[str, Any], ...]] = None  # run these instead of the task's (popcorn's TESTFILE, --shape)
     timeout: Optional[float] = None    # caps every timeout of the task (--timeout)
     energy: bool = False               # --energy: joules per call from the GPU's energy counter (harness/gpuwatch.py)
+    diagnostics: bool = False          # --diagnostics: the competition's timing and isolated calls beside the ranked one
 
     def context(self):
         """The engine's RunContext for this configuration, in this process."""
@@ -69,7 +70,8 @@ class RunConfig:
         return RunContext(problem, device, self.small or not device.is_gpu, Path(self.log_dir), secret=self.secret,
                           bandwidth=self.bandwidth, graph=self.graph and device.is_gpu, sandbox=self.sandbox,
                           private=tuple(Path(p) for p in self.private), audit=self.audit, fence=fence,
-                          shared=tuple(Path(p) for p in self.shared), watch=self.watch(device), energy=self.energy)
+                          shared=tuple(Path(p) for p in self.shared), watch=self.watch(device), energy=self.energy,
+                          diagnostics=self.diagnostics and device.is_gpu)
 
     def watch(self, device):
         """The GPU's gauges around benchmark cases (harness/gpuwatch.py), for timed modes on a GPU."""

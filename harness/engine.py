@@ -30,8 +30,8 @@ from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
 from harness.scan import SourceError, declared_variant, read_source, scan
 from harness.spec import Case
 from harness.results import CaseResult, SubmissionResult
-from harness.timing import (FLOOR_FACTOR, CallTiming, caught_up_warnings, noise_warnings, should_stop, summarize,
-                            tail_problem, timing_problem)
+from harness.timing import (FLOOR_FACTOR, CallTiming, Stats, caught_up_warnings, noise_warnings, should_stop,
+                            summarize, tail_problem, timing_problem)
 from harness.verdict import Verdict, judge, tensors
 
 
@@ -82,6 +82,8 @@ class RunContext:
     shared: tuple[Path, ...] = ()      # paths every worker may read besides its submission (--share)
     watch: Any = None                  # the GPU's gauges (harness/gpuwatch.py Watch), read around benchmark cases
     energy: bool = False               # --energy: joules per call from the GPU's energy counter (gpuwatch.py)
+    diagnostics: bool = False          # --diagnostics: DIAGNOSTIC_CALLS calls per case timed the competition's way
+                                       # and as isolated calls, by the worker (beside the ranked number)
 
     def case_seed(self, case: Case) -> int:
         """The seed a case's inputs are drawn from: its public seed keyed with the run's secret
@@ -304,11 +306,13 @@ class _Inputs:
             dst.copy_(src)
         self.fresh = None
 
-    def call(self, timed: bool, deadline: float, mark: Optional[str] = None) -> tuple[Verdict, CallTiming]:
-        """One call, judged: the output's verdict, then the timing's integrity."""
+    def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
+             method: Optional[str] = None) -> tuple[Verdict, CallTiming]:
+        """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
+        call (--diagnostics), its output judged, its time the worker's and not held to the floor."""
         # (a call that fails before its refill leaves the inputs pending for the next call)
         timeout = max(1.0, deadline - time.monotonic())
-        if timed and self.box.fence is not None and self.fresh is not None:
+        if timed and not method and self.box.fence is not None and self.fresh is not None:
             rest, first = first_input(self.data, self.fresh, tensors)
 
             def refill_rest() -> None:
@@ -319,7 +323,10 @@ class _Inputs:
             self.fresh = None
         else:
             output, timing = self.clock.timed("calls", self.box.call, timed=timed, timeout=timeout, mark=mark,
-                                              refill=self._copy_in if self.fresh is not None else None)
+                                              refill=self._copy_in if self.fresh is not None else None,
+                                              **({"method": method} if method else {}))
+        if method:
+            timed = False  # (a diagnostic: no timed device time, no floor, not the last timed output)
         if timed:
             self.clock.add("timed device", timing.device_s)
         if self.expected is None:
@@ -332,7 +339,7 @@ class _Inputs:
                                    self.data, lambda out: problem.check(out, self.expected))
         if verdict.ok and timed:
             self.last = (output, self.expected)
-        if verdict.ok:
+        if verdict.ok and not method:
             issue = timing_problem(timing, self.floor_s if timed else None)
             if issue:
                 verdict = Verdict(False, issue)
@@ -448,6 +455,9 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     block_end = meter.energy() if meter else None
     elapsed = time.monotonic() - start
     clocks, clock_warnings = gauges.finish() if gauges else ({}, ())
+    diagnostics: dict[str, Any] = {}
+    if ctx.diagnostics and not issue:  # (after the watch: the competition's fill is not the calls' power)
+        issue, diagnostics = _diagnostics(inputs, next_seed, deadline)
     if issue:
         return _result(case, False, issue, clocks=clocks, warnings=clock_warnings)
     energy: dict[str, Any] = {}
@@ -457,11 +467,30 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     device = summarize(device_times)
     return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    caught_up=tuple(caught_up), kernel=summarize(kernel_times) if kernel_times else None,
-                   tail=summarize(tails), bytes=moved, clocks=clocks, **energy,
+                   tail=summarize(tails), bytes=moved, clocks=clocks, **energy, **diagnostics,
                    warnings=method_notes + noise_warnings(device_times, device, elapsed,
                                                           timing.max_seconds, timing.target_rel_ci,
                                                           caught_up if ctx.device.is_gpu else ())
                    + caught_up_warnings(caught_up, device_times) + clock_warnings)
+
+
+DIAGNOSTIC_CALLS = 5  # --diagnostics: calls per case and method
+
+
+def _diagnostics(inputs: _Inputs, next_seed: Callable[[], int],
+                 deadline: float) -> tuple[Optional[str], dict[str, Optional[Stats]]]:
+    """--diagnostics: DIAGNOSTIC_CALLS calls timed the competition's way, then as many isolated ones,
+    each on fresh inputs and judged like any call; (the first failure's reason or None, CaseResult's
+    `competition` and `isolated`). The worker times them: diagnostics beside the ranked number."""
+    times: dict[str, list[float]] = {"competition": [], "isolated": []}
+    for method, samples in times.items():
+        for n in range(DIAGNOSTIC_CALLS):
+            inputs.refill(next_seed())
+            verdict, timing = inputs.call(timed=True, deadline=deadline, method=method)
+            if not verdict.ok:
+                return f"{method}-timed call {n + 1} (--diagnostics): {verdict.reason}", {}
+            samples.append(timing.device_s)
+    return None, {method: summarize(samples) for method, samples in times.items()}
 
 
 def _energy(inputs: _Inputs, meter: Any, calls: EnergyBlock, device_times: list[float],

@@ -78,6 +78,11 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         # fenced runs: what the ranked median holds beyond the worker's own events (the output's copy
         # into the slot, the launch gaps of the worker's queued work, the hand-over's spread)
         "outside_us": (d["median"] - c.kernel.median * 1e6) if c.kernel and d.get("median") is not None else None,
+        # --diagnostics (the worker's numbers): the competition's timing (its mean), and the wall time of an
+        # isolated call (call + synchronize, the GPU idle before it) less the ranked median
+        "competition_us": c.competition.mean * 1e6 if c.competition else None,
+        "host_overhead_us": (c.isolated.median * 1e6 - d["median"]) if c.isolated and d.get("median") is not None
+        else None,
         "energy_mj": c.energy_j * 1e3 if c.energy_j is not None else None,  # --energy: per call, the calls alone
         "energy_err_mj": c.energy_err_j * 1e3 if c.energy_err_j is not None else None,
         "energy_note": c.energy_note or None,
@@ -154,14 +159,16 @@ def _notes(heading: str, items: Sequence[tuple[str, str]]) -> RenderResult:
 
 _CASE_COLUMNS = (  # (key, title, format) in display order; NARROW_DROPS says which go first on a narrow terminal
     ("median_us", "median µs", _us), ("kernel_us", "events µs", _us), ("outside_us", "outside events µs", _us),
+    ("competition_us", "comp µs", _us), ("host_overhead_us", "host overhead µs", _us),
     ("mean_us", "mean µs", _us), ("std_us", "std µs", _us),
     ("min_us", "min µs", _us), ("max_us", "max µs", _us), ("runs", "runs", _num), ("host_us", "host µs", _us),
     ("tail_us", "sync tail µs", _us), ("gbps", "GB/s", _num),
     ("pct_bandwidth", "% of BW", lambda x: _num(x, "{:.0f}%")), ("audit_us", "audit µs", _us),
     ("energy_mj", "mJ/call", lambda x: _num(x, "{:,.3f}")), ("sm_mhz_min", "SM MHz", _num),
 )
+OPTIONAL_COLUMNS = ("energy_mj", "sm_mhz_min", "kernel_us", "outside_us", "competition_us", "host_overhead_us")
 NARROW_DROPS = ("sm_mhz_min", "tail_us", "host_us", "std_us", "mean_us", "audit_us", "max_us", "min_us", "gbps",
-                "runs", "energy_mj", "outside_us", "kernel_us")
+                "runs", "energy_mj", "host_overhead_us", "competition_us", "outside_us", "kernel_us")
 
 
 class SubmissionTable:
@@ -180,7 +187,7 @@ class SubmissionTable:
     def _shown(self, key: str) -> bool:
         """The energy, SM clock and worker's-events columns only where some case has them (--energy; a
         watched GPU; fenced calls)."""
-        return (key not in ("energy_mj", "sm_mhz_min", "kernel_us", "outside_us")
+        return (key not in OPTIONAL_COLUMNS
                 or any(numbers[key] is not None for _, _, numbers, _ in self.rows))
 
     def table(self, keys: Sequence[str], detail: bool = True) -> Table:
@@ -889,10 +896,11 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """`rows` (in the leaderboard's order) as one Markdown table under the run's facts; a rank
     column first, except on the CPU (meta `cpu_timing`), where CPU_BANNER says why there is none."""
     energy = any(r.get("energy_mj") is not None for r in rows)
-    events = any(r.get("kernel_us") is not None for r in rows)
+    optional = [k for k in ("kernel_us", "outside_us", "competition_us", "host_overhead_us")
+                if any(r.get(k) is not None for r in rows)]
     cols = ([] if meta.get("cpu_timing") else ["rank"]) + ["submission", "passed", "timing_verified", "geomean_us",
             "geomean_ci_us", "geomean_pct_bandwidth", *(["geomean_energy_mj"] if energy else []), "kind", "case",
-            "case_ok", "median_us", *(["kernel_us", "outside_us"] if events else []), "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
+            "case_ok", "median_us", *optional, "mean_us", "std_us", "min_us", "max_us", "runs", "host_us", "tail_us", "gbps",
             "pct_bandwidth", *(["energy_mj"] if energy else []), "warnings", "detail", "error"]
 
     def cell(v: Any) -> str:

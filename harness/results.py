@@ -39,6 +39,8 @@ class CaseResult:
     energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/gpuwatch.py)
     energy_err_j: Optional[float] = None  # its bound from the energy counter's update period (±)
     energy_note: str = ""           # why there is no energy figure ("too short to measure: ...")
+    competition: Optional[Stats] = None  # --diagnostics: calls timed the competition's way (its mean is shown)
+    isolated: Optional[Stats] = None     # --diagnostics: wall time of isolated calls (call + synchronize)
 
 
 @dataclasses.dataclass

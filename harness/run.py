@@ -308,7 +308,8 @@ def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
                         "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
                         "shared": tuple(str(p) for p in shared_paths(args)),
                         "audit": not args.no_audit, "timeout": args.timeout, "cases": args.shape or None,
-                        "energy": bool(getattr(args, "energy", False)), **given, **facts})
+                        "energy": bool(getattr(args, "energy", False)),
+                        "diagnostics": bool(getattr(args, "diagnostics", False)), **given, **facts})
 
 
 def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store: Store, run_id: int,

@@ -149,7 +149,7 @@ class Sandbox:
         return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
     def call(self, timed: bool, timeout: float, mark: Optional[str] = None,
-             refill: Optional[Callable[[], None]] = None) -> tuple[Any, CallTiming]:
+             refill: Optional[Callable[[], None]] = None, method: Optional[str] = None) -> tuple[Any, CallTiming]:
         """One call of custom_kernel on the inputs last shared. Returns the parent's own copy of the
         output (or, when the output did not fit the slot, a description of what was returned) and
         the worker's raw timing of the call.
@@ -157,14 +157,16 @@ class Sandbox:
         `refill` (the CPU's timed calls: it copies new inputs into the shared ones) runs after the
         parent's clock started: a worker thread watching its inputs could otherwise compute the
         answer while the parent refilled them, before the clock (on the CPU the parent's clock is
-        the time; on an NVIDIA GPU the profiler's audit counts such work; AMD GPUs have no audit)."""
+        the time; on an NVIDIA GPU the profiler's audit counts such work; AMD GPUs have no audit).
+        `method`: a diagnostic call timed the worker's other way (--diagnostics: "competition" or
+        "isolated", harness/worker/timer.py); its time is the worker's, on the CPU too."""
         self._slot.fill_(0)  # a stale slot must not pass for this call's answer
         if self.device.is_gpu:
             torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
         start = time.perf_counter()
         if refill is not None:
             refill()
-        self._send({"op": "call", "timed": bool(timed), "mark": mark})
+        self._send({"op": "call", "timed": bool(timed), "mark": mark, **({"method": method} if method else {})})
         reply = self._answer(timeout, "a call of custom_kernel", "output")
         round_trip = time.perf_counter() - start
         try:
@@ -176,7 +178,7 @@ class Sandbox:
                                      _text(layout["device"], 20))
         except (KeyError, TypeError, ValueError, OverflowError):
             self._protocol_error(reply)
-        if not self.device.is_gpu:  # no profiler to audit a CPU worker's clock: the parent's own is used
+        if not self.device.is_gpu and not method:  # no profiler to audit a CPU worker's clock: the parent's own is used
             timing = CallTiming(round_trip, round_trip, 0.0, timing.replaced)
         if reply.get("copied") is not True:
             return described, timing

@@ -90,6 +90,7 @@ def gpu_case_inputs(spec, call):
 
     ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
                                 graph=False, device=types.SimpleNamespace(is_gpu=True),
-                                timed_seeds=lambda case: (lambda: 1), watch=None, energy=False)
+                                timed_seeds=lambda case: (lambda: 1), watch=None, energy=False,
+                                diagnostics=False)
     return types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
                                  call=call, refill=lambda seed: None)

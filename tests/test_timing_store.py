@@ -541,3 +541,25 @@ def test_a_gpu_cases_launch_bound_calls_reach_its_result_and_warning(problem):
     assert result.warnings == (f"slow calls: 3 of {runs} took over 2x the median (up to 300.0 µs; 2 of them launch-bound)",)
     (row,) = export_rows([SubmissionResult("submissions/x.py", "0" * 64, cases=[result])], lambda args: "c", None)
     assert row["launch_bound_calls"] == [1, 3]
+
+
+@pytest.mark.slow  # a worker, two CPU cases
+def test_diagnostics_time_extra_calls_the_competitions_way_and_isolated_beside_the_ranked_number(problem, cpu,
+                                                                                             tmp_path):
+    """--diagnostics: per benchmark case DIAGNOSTIC_CALLS more calls, each on fresh inputs and judged,
+    timed the competition's way and as isolated calls by the worker; shown and exported beside the
+    ranked median (comp µs, host overhead µs), never instead of it."""
+    import dataclasses as dc
+
+    from harness.engine import DIAGNOSTIC_CALLS, RunContext, evaluate
+    from harness.report import export_rows
+
+    spec = dc.replace(problem.spec, timing=dc.replace(problem.spec.timing, max_seconds=0.05, max_runs=5))
+    ctx = RunContext(dc.replace(problem, spec=spec), cpu, small=True, log_dir=tmp_path, diagnostics=True)
+    result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "benchmark")
+    assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
+    timed = [c for c in result.cases if c.kind == "benchmark"]
+    assert timed and all(c.competition.runs == DIAGNOSTIC_CALLS == c.isolated.runs for c in timed)
+    rows = export_rows([result], lambda args: "c", None)
+    assert all(r["competition_us"] > 0 and r["host_overhead_us"] is not None for r in rows if r["kind"] == "benchmark")
+    assert [r["median_us"] for r in rows if r["kind"] == "benchmark"] == [c.device.median * 1e6 for c in timed]

@@ -102,6 +102,8 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                     collect, _ = channel.recv()
                     if collect.get("op") == "collect":
                         channel.send(pending())
+            elif op == "call" and msg.get("method") in timer.DIAGNOSTIC_METHODS:
+                channel.send(_call(call, data, slot, timer, True, None, msg["method"]))
             elif op == "call":
                 channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
             elif op == "profile":
@@ -113,13 +115,13 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                           "message": _reason(exc, submission)})
 
 
-def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any) -> dict[str, Any]:
+def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any, method: Any = None) -> dict[str, Any]:
     import torch
 
     if mark:
         torch.cuda.nvtx.range_push(str(mark))
     try:
-        out, timing = timer(call, data, timed=timed)
+        out, timing = timer.diagnose(call, data, method) if method else timer(call, data, timed=timed)
         problem = _hygiene(out, data)
         if problem:
             return {"op": "error", "kind": "bad output", "message": problem}

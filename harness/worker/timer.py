@@ -148,6 +148,45 @@ class CallTimer:
                      "caught_up": caught_up, "replaced": list(self.replaced())}
 
 
+    # --diagnostics: a call timed the competition's way (GPU MODE's amd_202602 eval.py: synchronize, the
+    # random fill torch.randn((16000, 1024, 1024)) as its L2 flush, CUDA events around the call; it
+    # reports their mean), or isolated (the wall time of the call and a synchronize, the GPU idle before).
+    DIAGNOSTIC_METHODS = ("competition", "isolated")
+    COMPETITION_FILL = 16000 * 1024 * 1024  # fp32 elements: 62.5 GiB
+    FILL_SHARE = 0.6  # at most this share of the free GPU memory (a smaller GPU gets a smaller fill)
+
+    def diagnose(self, fn: Callable[[Any], Any], data: Any, method: str) -> tuple[Any, dict[str, Any]]:
+        """One call of `fn` timed by `method` (DIAGNOSTIC_METHODS), as the reply's device_s (on the CPU:
+        the call's wall time either way)."""
+        if not self.gpu:
+            start = self._perf()
+            out = fn(data)
+            return out, {"device_s": self._perf() - start, "host_s": 0.0, "tail_s": 0.0, "caught_up": False,
+                         "replaced": list(self.replaced())}
+        self._sync()
+        if method == "competition":
+            free, _ = torch.cuda.mem_get_info()
+            fill = torch.empty(min(self.COMPETITION_FILL, int(free * self.FILL_SHARE) // 4), dtype=torch.float32,
+                               device="cuda").normal_()
+            del fill  # (as the competition does: its memory stays in the caching allocator)
+            begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
+            self._record(begin)
+            out = fn(data)
+            self._record(end)
+            self._event_sync(end)
+            self._sync()
+            seconds = self._elapsed(begin, end) / 1e3
+        else:
+            torch.cuda.empty_cache()  # (the competition's fill, cached by the calls before)
+            self._sync()
+            start = self._perf()
+            out = fn(data)
+            self._sync()
+            seconds = self._perf() - start
+        return out, {"device_s": seconds, "host_s": 0.0, "tail_s": 0.0, "caught_up": False,
+                     "replaced": list(self.replaced())}
+
+
 def persisting_l2_reset() -> Callable[[], Any] | None:
     """The driver call that returns every persisting L2 line of the current context to normal, or
     None where there is none (not NVIDIA, or a driver without it)."""
