@@ -15,7 +15,7 @@ timeout 60 python3 eval.py --mode leaderboard --sandbox require --no-progress --
   --logs /tmp/l1 --json "$OUT/one.json" > "$OUT/one.txt" 2>&1
 echo "one file (triton_bf16, default budget): exit $? wall $(wall $t0) s"
 AB="python3 tools/fence_ab.py --census mid -- --mode leaderboard --sandbox require --no-progress"
-timeout 200 $AB --budget 0.5 --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
+timeout 230 $AB --budget 0.5 --diagnostics --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
   --submission submissions/triton_mxfp4.py --submission $S/multi_kernel.py --submission $S/cuda_graph.py \
   --logs /tmp/l2 --json "$OUT/honest.json" > "$OUT/honest.txt" 2>&1; echo "honest: exit $? at $(wall $t0) s"
 timeout 110 $AB --budget 0.5 --timeout 30 --submission $S/writes_into_slot.py --submission submissions/triton_bf16.py \
@@ -26,11 +26,11 @@ for f in triton_bf16; do
     > "$OUT/cupti_$f.txt" 2>&1; echo "cupti $f: exit $? at $(wall $t0) s"
 done
 t1=$(date +%s.%N)
-timeout 60 python3 eval.py --mode leaderboard --no-audit --sandbox require --no-progress --budget 0.2 \
+timeout 50 python3 eval.py --mode leaderboard --no-audit --sandbox require --no-progress --budget 0.2 \
   --submission submissions/torch_loop.py --logs /tmp/l4 --json "$OUT/loop_plain.json" > "$OUT/loop_plain.txt" 2>&1
 echo "torch_loop --no-audit: exit $? wall $(wall $t1) s"
 t1=$(date +%s.%N)
-timeout 60 python3 eval.py --mode leaderboard --sandbox require --no-progress --budget 0.2 \
+timeout 50 python3 eval.py --mode leaderboard --sandbox require --no-progress --budget 0.2 \
   --submission submissions/torch_loop.py --logs /tmp/l5 --json "$OUT/loop_fenced.json" > "$OUT/loop_fenced.txt" 2>&1
 echo "torch_loop fenced: exit $? wall $(wall $t1) s"
 cp -r /tmp/l2 /tmp/l3 "$OUT/" 2>/dev/null
