@@ -15,10 +15,10 @@ last, so neither hides them; every audited call must show kernels of its own. Th
 from the worker's process, so a submission that rewrites them can label its work as warm-up:
 that stays out of reach of this check (README, threat model; a witness of the order of calls from
 outside the worker is the way to close it: a second process under ncu was measured, and ncu
-reports each process's kernels apart, BENCHMARKS.md session 7).
+reports each process's kernels apart, BENCHMARKS.md).
 
 The profiler runs inside the worker's sandbox: across the sandbox's PID namespace it costs ~110 ms
-per kernel instead of ~10 ms (BENCHMARKS.md session 7). The worker can see it, kill it (the report
+per kernel instead of ~10 ms (BENCHMARKS.md). The worker can see it, kill it (the report
 is then incomplete and the exit unclean: the audit fails) or add lines to its report, which reaches
 the parent through a pipe, never as a file: `kernel_times` reads it strictly (one header, kernel
 IDs 0, 1, 2, ... each once, finite durations, no profiler error; anything else fails the audit).
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Optional
 from harness.launch import OPEN_FOLDER
 
 if TYPE_CHECKING:
-    from harness.engine import PhaseClock, RunContext
+    from harness.case import PhaseClock, RunContext
     from harness.launch import WorkerProcess
     from harness.results import SubmissionResult
     from harness.sandbox import Sandbox
@@ -283,7 +283,7 @@ def _copy_file(name: str, source: int, target: int, left: list) -> None:
 def audit_submission(path: Path, ctx: "RunContext", result: "SubmissionResult", box: Optional["Sandbox"]) -> None:
     """Audit `result`'s timed benchmark cases with the worker `start` gave; mark failing cases and
     set `result.audit`. Its wall time goes to `result.phases` as "audit ..." entries."""
-    from harness.engine import PhaseClock
+    from harness.case import PhaseClock
 
     phases: dict[str, float] = {}
     try:
@@ -337,13 +337,13 @@ def _read(box: "Sandbox"):
 def _profiled_calls(ctx: "RunContext", box: "Sandbox", cases: list, clock: "PhaseClock") -> Optional[str]:
     """A warm-up and AUDIT_CALLS checked calls on fresh inputs per case, in the profiled worker;
     the first failure, or None. The worker is closed at the end (the profiler then writes its report)."""
-    from harness.engine import _Inputs
+    from harness.case import CaseInputs
     from harness.sandbox import WorkerFailure
 
     try:
         clock.timed("start", box.wait_ready)
         for case in cases:
-            inputs = _Inputs(ctx, case, clock)
+            inputs = CaseInputs(ctx, case, clock)
             inputs.share(box)
             seeds = ctx.timed_seeds(case)
             for call in range(-1, AUDIT_CALLS):
@@ -364,7 +364,7 @@ def _judge(result: "SubmissionResult", cases: dict, totals: dict[int, float], ca
     """Compare each timed median with the profiler's GPU time per call; fail the cases below it by
     more than TOLERANCE, and (failing closed) those with an audited call the profiler saw no
     kernel of."""
-    from harness.engine import _result
+    from harness.case import case_result
 
     worst, missing = 0.0, 0
     for i, c in enumerate(result.cases):
@@ -384,7 +384,7 @@ def _judge(result: "SubmissionResult", cases: dict, totals: dict[int, float], ca
         else:
             worst = max(worst, 1 - c.device.median / audit_s)
             continue
-        result.cases[i] = _result(cases[c.index], False, reason, **stats)
+        result.cases[i] = case_result(cases[c.index], False, reason, **stats)
         result.ok = False
     result.audit = (f"audit failed: no kernels seen in {missing} case(s)" if missing else
                     f"audited by ncu: {AUDIT_CALLS} calls per case, timed medians at most {max(worst, 0):.0%} below")

@@ -219,13 +219,11 @@ def materialize(bundle: dict[str, Any], workdir: Path) -> tuple[list[Path], Path
     return paths, task_path, notes
 
 
-def replay_args(bundle: dict[str, Any], args: Any, workdir: Path) -> list[str]:
+def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, defaults: Any) -> list[str]:
     """Set `args` (the replay's own, parsed) to the bundle's evaluation: its flags, seed, files and
     baseline; the lines that say what runs. A flag that decides what is evaluated may be given beside
-    --replay only with the bundle's own value (else BundleError names the first)."""
-    from harness.cli import build_parser
-
-    defaults = build_parser().parse_args([])
+    --replay only with the bundle's own value, that is, where it differs from `defaults` (the command
+    line's own defaults; else BundleError names the first)."""
     recorded = {**bundle["flags"], "seed": bundle["seed"]}
     given = [flag for dest, flag in FROM_BUNDLE.items() if getattr(args, dest, None) != getattr(defaults, dest, None)
              and (dest not in recorded or getattr(args, dest) != recorded[dest])]

@@ -176,7 +176,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         from harness import bundle
 
         try:
-            args.replay_notes = bundle.replay_args(bundle.read(args.replay), args, bundle.workdir())
+            args.replay_notes = bundle.replay_args(bundle.read(args.replay), args, bundle.workdir(),
+                                                  build_parser().parse_args([]))
         except bundle.BundleError as exc:
             from harness import report
 

@@ -11,8 +11,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-
-CPU_TIMING = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
+from harness.results import CPU_TIMING  # (what a CPU run's results say times them)
 
 
 # A task's timeouts (task.yml `timeouts`, harness/spec.py) in words.
@@ -52,7 +51,7 @@ class RunConfig:
     def context(self):
         """The engine's RunContext for this configuration, in this process."""
         from harness.device import detect
-        from harness.engine import RunContext
+        from harness.case import RunContext
         from harness.problem import configured, load_problem
 
         problem = configured(load_problem(self.task), self.policy, self.max_seconds, self.timeout)

@@ -289,7 +289,7 @@ def parse_resource_usage(text: str) -> dict[str, int]:
 def nvidia_local_bytes(usage: dict[str, int]) -> Optional[int]:
     """Local memory per thread of an NVIDIA kernel: ptxas puts spilled registers in the stack frame
     (STACK), local memory as much as LOCAL is; the driver's local size (Triton's n_spills * 4 on a
-    GPU) counts both: the H200's spill counts in BENCHMARKS.md session 11 are these numbers / 4."""
+    GPU) counts both: the H200's spill counts in BENCHMARKS.md are these numbers / 4."""
     return (usage.get("STACK") or 0) + (usage.get("LOCAL") or 0) if usage else None
 
 

@@ -10,29 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import hmac
-import random
 import secrets
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import torch
-
 from harness import audit
-from harness.device import DeviceInfo, flush_bytes, synchronize
-from harness.fence import first_input
+from harness.case import CaseInputs, PhaseClock, RunContext, case_result
 from harness.gpuwatch import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.launch import WorkerProcess, log_path
-from harness.problem import Problem
-from harness.sandbox import OutputLayout, Sandbox, WorkerFailure
+from harness.results import CaseResult, SubmissionResult
+from harness.sandbox import Sandbox, WorkerFailure
 from harness.scan import SourceError, declared_variant, read_source, scan
 from harness.spec import Case
-from harness.results import CaseResult, SubmissionResult
-from harness.timing import (FLOOR_FACTOR, CallTiming, Stats, caught_up_warnings, noise_warnings, should_stop,
-                            summarize, tail_problem, timing_problem)
-from harness.verdict import Verdict, judge, tensors
+from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize, tail_problem
+
+__all__ = ["FENCED", "PhaseClock", "RunContext", "evaluate", "plan"]  # (RunContext, PhaseClock: harness/case.py)
 
 
 FENCED = "verified: the parent's clock, fenced around each call"
@@ -43,74 +37,6 @@ Progress = Callable[..., None]
 
 def _no_progress(event: str, **info: Any) -> None:
     pass
-
-
-class PhaseClock:
-    """Adds up the parent's wall time per phase of an evaluation (shown and exported, so a slow
-    run says where its time went)."""
-
-    def __init__(self, phases: dict[str, float]):
-        self.phases = phases
-
-    def add(self, name: str, seconds: float) -> None:
-        self.phases[name] = self.phases.get(name, 0.0) + seconds
-
-    def timed(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.add(name, time.perf_counter() - start)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunContext:
-    """What the parent knows for a whole run; none of it is sent to a worker."""
-
-    problem: Problem
-    device: DeviceInfo
-    small: bool
-    log_dir: Path
-    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(63))  # None: public seeds
-    bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
-    graph: bool = False                # time CUDA-graph replays of the call (--graph)
-    sandbox: str = "auto"              # the OS sandbox: auto | require | off (harness/launch.py)
-    private: tuple[Path, ...] = ()     # paths a worker must not see (the database, the logs)
-    audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
-    fence: str = "unverified: not fenced"  # "fenced" where the parent's fence times calls (harness/fence.py),
-                                             # else what times them and why it is unverified
-    shared: tuple[Path, ...] = ()      # paths every worker may read besides its submission (--share)
-    watch: Any = None                  # the GPU's gauges (harness/gpuwatch.py Watch), read around benchmark cases
-    energy: bool = False               # --energy: joules per call from the GPU's energy counter (gpuwatch.py)
-    diagnostics: bool = False          # --diagnostics: DIAGNOSTIC_CALLS calls per case timed the competition's way
-                                       # and as isolated calls, by the worker (beside the ranked number)
-
-    def case_seed(self, case: Case) -> int:
-        """The seed a case's inputs are drawn from: its public seed keyed with the run's secret
-        (HMAC-SHA256), so answers cannot be precomputed, and a worker that learns some case seeds
-        (the CPU generator keeps 32 bits of a seed: a search over them finds it from the inputs)
-        learns nothing about the secret or the other cases' seeds. (A pairing function, GPU MODE's
-        way of mixing POPCORN_SEED, gave the secret away from two consecutive case seeds.)"""
-        if self.secret is None:
-            return case.seed
-        digest = hmac.new(str(self.secret).encode(), f"case seed {case.seed}".encode(), hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "big") % (2**63 - 1)
-
-    def timed_seeds(self, case: Case) -> Callable[[], int]:
-        """Seeds for a case's timed calls: drawn from the run's secret, so `--seed` reproduces a
-        run exactly while nobody without the secret can predict them."""
-        if self.secret is None:
-            return lambda: secrets.randbits(63)
-        rng = random.Random(f"{self.secret}:{case.kind}:{case.index}")
-        return lambda: rng.getrandbits(63)
-
-    def floor_s(self, data: Any) -> Optional[float]:
-        """The least time any legitimate kernel needs for these inputs: the fewest bytes it must
-        move (over the formats it may read) at the measured bandwidth."""
-        if not self.bandwidth:
-            return None
-        least = self.problem.min_bytes(data)
-        return least / self.bandwidth * FLOOR_FACTOR if least else None
 
 
 def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_progress,
@@ -138,7 +64,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
     try:
         # The worker imports torch and the submission meanwhile; the scan runs in the parent.
         result.scan = clock.timed("static scan", scan, path)
-        first = _Inputs(ctx, steps[0][0], clock) if steps else None  # made while the worker starts
+        first = CaseInputs(ctx, steps[0][0], clock) if steps else None  # made while the worker starts
         try:
             clock.timed("worker start", box.wait_ready)
         except WorkerFailure as exc:
@@ -216,13 +142,13 @@ def _companion_lax(companion: Path, ctx: RunContext) -> str:
     return _COMPANION_LAX[key]
 
 
-def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional["_Inputs"], box: Sandbox,
+def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional[CaseInputs], box: Sandbox,
                result: SubmissionResult, progress: Progress, clock: PhaseClock, auditor: list) -> bool:
     """The cases, one after the other, into `result.cases`; a worker that dies (a timeout, a crash)
     ends them. Whether one did."""
     for i, (case, action) in enumerate(steps):
         if action == "benchmark" and mode == "leaderboard" and not all(c.ok for c in result.cases):
-            result.cases.append(_result(case, False, "not run: a test case failed"))
+            result.cases.append(case_result(case, False, "not run: a test case failed"))
             continue
         if mode == "leaderboard" and i == 0 and box.fence is None:  # the audit's worker starts while the tests run...
             auditor.extend(filter(None, [audit.start(path, ctx)]))
@@ -233,7 +159,7 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
             clock.timed("audit wait", auditor[0].settle)
         progress("case_start", case=case, action=action)
         try:
-            inputs = first if i == 0 else _Inputs(ctx, case, clock)
+            inputs = first if i == 0 else CaseInputs(ctx, case, clock)
             inputs.share(box)
             if action == "test":
                 outcome = _test_case(inputs)
@@ -242,11 +168,11 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
             else:
                 outcome = _profile_case(inputs)
         except WorkerFailure as exc:
-            outcome = _result(case, False, f"{exc.kind}: {exc}")
+            outcome = case_result(case, False, f"{exc.kind}: {exc}")
             if exc.fatal:
                 result.cases.append(outcome)
                 progress("case_end", result=outcome)
-                result.cases += [_result(later, False, "not run: the worker died on an earlier case")
+                result.cases += [case_result(later, False, "not run: the worker died on an earlier case")
                                  for later, _ in steps[i + 1:]]
                 return True
         result.cases.append(outcome)
@@ -262,130 +188,13 @@ def plan(spec: Any, mode: str, small: bool) -> list[tuple[Case, str]]:
         ([(c, "profile") for c in benchmarks] if mode == "profile" else [])
 
 
-class _Inputs:
-    """The case's input buffers, shared with the worker once and refilled in place per timed call (on
-    the CPU inside the call's time: harness/sandbox.py, `Sandbox.call`)."""
-
-    def __init__(self, ctx: RunContext, case: Case, clock: PhaseClock):
-        self.ctx, self.case, self.clock = ctx, case, clock
-        self.pristine = self._generate(ctx.case_seed(case))  # the parent's own copy; the worker sees `data`
-        self._expect(self.pristine)
-        self.floor_s = ctx.floor_s(self.pristine)
-        self.layout = ctx.problem.layout(self.pristine)
-        self.fresh: Any = None  # new inputs not yet copied in (on the CPU: by the next call)
-        self.last: Optional[tuple[torch.Tensor, Any]] = None  # the last passing output and its expected one
-        self._scratch: Any = None  # harness_only's private copy of the inputs and its flush buffer
-
-    def share(self, box: Sandbox) -> None:
-        """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
-        self.box = box
-        self.data = self.clock.timed("inputs", box.share_inputs, self.pristine, *self.layout)
-
-    def _generate(self, seed: int) -> Any:
-        return self.clock.timed("inputs", self.ctx.problem.generate, self.case.args, seed, self.ctx.device.torch_device)
-
-    def _expect(self, data: Any) -> None:
-        self.expected = self.clock.timed("reference", self.ctx.problem.expected, data)
-        self.clock.timed("reference", synchronize, self.ctx.device)
-
-    def refill(self, seed: int) -> None:
-        """New inputs: on a GPU copied in place now, on the CPU by the next call once its clock runs. Their
-        expected output is computed after the call, so the worker has no idle moment with the new
-        inputs before the call starts (nothing to precompute in)."""
-        self.fresh = self._generate(seed)
-        self.pristine, self.expected = self.fresh, None
-        if self.ctx.device.is_gpu and self.box.fence is None:  # (fenced: copied in by the fence, harness/fence.py)
-            self._copy_in()
-            synchronize(self.ctx.device)
-
-    def _copy_in(self) -> None:
-        """The pending new inputs into the shared ones, the first input (q) last: no way to the
-        answer starts before the copy ends."""
-        pairs = list(zip(tensors(self.data), tensors(self.fresh)))
-        for (_, dst), (_, src) in pairs[1:] + pairs[:1]:
-            dst.copy_(src)
-        self.fresh = None
-
-    def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
-             method: Optional[str] = None) -> tuple[Verdict, CallTiming]:
-        """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
-        call (--diagnostics), its output judged, its time the worker's and not held to the floor."""
-        # (a call that fails before its refill leaves the inputs pending for the next call)
-        timeout = max(1.0, deadline - time.monotonic())
-        if timed and not method and self.box.fence is not None and self.fresh is not None:
-            rest, first = first_input(self.data, self.fresh, tensors)
-
-            def refill_rest() -> None:
-                for dst, src in rest:
-                    dst.copy_(src)
-
-            output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout)
-            self.fresh = None
-        else:
-            output, timing = self.clock.timed("calls", self.box.call, timed=timed, timeout=timeout, mark=mark,
-                                              refill=self._copy_in if self.fresh is not None else None,
-                                              **({"method": method} if method else {}))
-        if method:
-            timed = False  # (a diagnostic: no timed device time, no floor, not the last timed output)
-        if timed:
-            self.clock.add("timed device", timing.device_s)
-        if self.expected is None:
-            self._expect(self.pristine)
-        problem = self.ctx.problem
-        shape, dtype = self.layout
-        if isinstance(output, OutputLayout):
-            return Verdict(False, layout_problem(output, shape, dtype, self.ctx.device.torch_device)), timing
-        verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
-                                   self.data, lambda out: problem.check(out, self.expected))
-        if verdict.ok and timed:
-            self.last = (output, self.expected)
-        if verdict.ok and not method:
-            issue = timing_problem(timing, self.floor_s if timed else None)
-            if issue:
-                verdict = Verdict(False, issue)
-        return verdict, timing
-
-    def harness_only(self, seed: int) -> None:
-        """The parent's own work of one timed call, without the call (block B of --energy,
-        harness/gpuwatch.py): new inputs made and copied into a private copy of the shared ones, the L2
-        flushed as before a call, their expected output, and the last passing output checked again."""
-        ctx, problem = self.ctx, self.ctx.problem
-        if self._scratch is None:
-            size = flush_bytes(ctx.device.l2_bytes) if ctx.device.is_gpu else 0
-            self._scratch = (_clone(self.data), torch.zeros(size // 4, dtype=torch.float32,
-                                                             device=ctx.device.torch_device) if size else None)
-        private, flush = self._scratch
-        fresh = problem.generate(self.case.args, seed, ctx.device.torch_device)
-        for (_, dst), (_, src) in zip(tensors(private), tensors(fresh)):
-            dst.copy_(src)
-        if flush is not None:
-            flush.zero_()
-            flush.sum()
-        problem.expected(fresh)
-        if self.last is not None:
-            output, expected = self.last
-            shape, dtype = self.layout
-            judge(output, shape, dtype, ctx.device.torch_device, private, private,
-                  lambda out: problem.check(out, expected))
-        synchronize(ctx.device)
-
-
-def layout_problem(output: OutputLayout, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
-    """Why an output that did not fit the slot is wrong, in the words `judge` uses."""
-    if tuple(output.shape) != tuple(shape):
-        return f"output shape {tuple(output.shape)}, expected {tuple(shape)}"
-    if output.dtype != str(dtype).removeprefix("torch."):
-        return f"output dtype torch.{output.dtype}, expected {dtype}"
-    return f"output on {output.device}, expected on {device.type}"
-
-
-def _test_case(inputs: _Inputs) -> CaseResult:
+def _test_case(inputs: CaseInputs) -> CaseResult:
     case = inputs.case
     verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + inputs.ctx.problem.spec.timeouts.test_case)
-    return _result(case, verdict.ok, verdict.reason)
+    return case_result(case, verdict.ok, verdict.reason)
 
 
-def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseResult:
+def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> CaseResult:
     ctx, case, box = inputs.ctx, inputs.case, inputs.box
     timing = ctx.problem.spec.timing
     deadline = time.monotonic() + ctx.problem.spec.timeouts.benchmark_case
@@ -395,7 +204,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     for _ in range(timing.warmup_calls + secrets.randbelow(3)):
         verdict, _ = inputs.call(timed=False, deadline=deadline)
         if not verdict.ok:
-            return _result(case, False, f"warm-up call: {verdict.reason}")
+            return case_result(case, False, f"warm-up call: {verdict.reason}")
     method_notes: tuple[str, ...] = ()
     if ctx.graph and ctx.device.is_gpu:
         captured, why = box.capture(timeout=max(1.0, deadline - time.monotonic()))
@@ -459,13 +268,13 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
     if ctx.diagnostics and not issue:  # (after the watch: the competition's fill is not the calls' power)
         issue, diagnostics = _diagnostics(inputs, next_seed, deadline)
     if issue:
-        return _result(case, False, issue, clocks=clocks, warnings=clock_warnings)
+        return case_result(case, False, issue, clocks=clocks, warnings=clock_warnings)
     energy: dict[str, Any] = {}
     if meter and block_start and block_end:
         energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
                                     device_times, next_seed)
     device = summarize(device_times)
-    return _result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
+    return case_result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
                    caught_up=tuple(caught_up), kernel=summarize(kernel_times) if kernel_times else None,
                    tail=summarize(tails), bytes=moved, clocks=clocks, **energy, **diagnostics,
                    warnings=method_notes + noise_warnings(device_times, device, elapsed,
@@ -477,7 +286,7 @@ def _benchmark_case(inputs: _Inputs, variant: str, progress: Progress) -> CaseRe
 DIAGNOSTIC_CALLS = 5  # --diagnostics: calls per case and method
 
 
-def _diagnostics(inputs: _Inputs, next_seed: Callable[[], int],
+def _diagnostics(inputs: CaseInputs, next_seed: Callable[[], int],
                  deadline: float) -> tuple[Optional[str], dict[str, Optional[Stats]]]:
     """--diagnostics: DIAGNOSTIC_CALLS calls timed the competition's way, then as many isolated ones,
     each on fresh inputs and judged like any call; (the first failure's reason or None, CaseResult's
@@ -493,7 +302,7 @@ def _diagnostics(inputs: _Inputs, next_seed: Callable[[], int],
     return None, {method: summarize(samples) for method, samples in times.items()}
 
 
-def _energy(inputs: _Inputs, meter: Any, calls: EnergyBlock, device_times: list[float],
+def _energy(inputs: CaseInputs, meter: Any, calls: EnergyBlock, device_times: list[float],
             next_seed: Callable[[], int]) -> dict[str, Any]:
     """--energy's figure for a case whose timed calls spanned `calls` (block A): block B, the harness's
     own work of as many calls paced over A's time less the calls', then (A - B) / calls
@@ -514,27 +323,11 @@ def _energy(inputs: _Inputs, meter: Any, calls: EnergyBlock, device_times: list[
     return {"energy_j": joules, "energy_err_j": bound, "energy_note": note}
 
 
-def _profile_case(inputs: _Inputs) -> CaseResult:
+def _profile_case(inputs: CaseInputs) -> CaseResult:
     ctx, case, box = inputs.ctx, inputs.case, inputs.box
     timeout = ctx.problem.spec.timeouts.benchmark_case
     verdict, _ = inputs.call(timed=False, deadline=time.monotonic() + timeout)  # warm up outside the profile
     if not verdict.ok:
-        return _result(case, False, verdict.reason)
+        return case_result(case, False, verdict.reason)
     table = box.profile(row_limit=12, timeout=timeout)
-    return _result(case, True, verdict.reason, profile=table)
-
-
-def _result(case: Case, ok: bool, reason: str, **stats: Any) -> CaseResult:
-    return CaseResult(case.kind, case.index, case.name, ok, reason, args=case.args, **stats)
-
-
-def _clone(tree: Any) -> Any:
-    if isinstance(tree, torch.Tensor):
-        return tree.clone()
-    if isinstance(tree, tuple):
-        return tuple(_clone(x) for x in tree)
-    if isinstance(tree, list):
-        return [_clone(x) for x in tree]
-    if isinstance(tree, dict):
-        return {k: _clone(v) for k, v in tree.items()}
-    return tree
+    return case_result(case, True, verdict.reason, profile=table)

@@ -8,11 +8,13 @@ import math
 from pathlib import Path
 from typing import Callable, Optional, Sequence, TypeVar
 
-from harness.config import CPU_TIMING
 from harness.scan import ScanResult
 from harness.ties import rank_labels, score, score_interval, tie_groups
 from harness.timing import Stats
 
+
+# What times a CPU run's calls, as its results say (a prefix: RunConfig.context may add to it).
+CPU_TIMING = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
 
 @dataclasses.dataclass
 class CaseResult:

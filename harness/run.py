@@ -27,7 +27,7 @@ from harness.config import UsageError, timeouts_text  # noqa: E402
 if TYPE_CHECKING:
     from harness.config import RunConfig
     from harness.device import DeviceInfo
-    from harness.engine import RunContext
+    from harness.case import RunContext
     from harness.problem import Problem
     from harness.results import SubmissionResult
     from harness.store import Store

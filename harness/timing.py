@@ -79,7 +79,7 @@ def should_stop(samples: list[float], elapsed: float, min_runs: int, max_runs: i
 TAIL_MEDIAN_S = 50e-6    # a case: rejected if the median tail exceeds max(50 µs, the median device time)
 # ... or if more than TAIL_GROSS_SHARE of its calls (and at least TAIL_GROSS_CALLS) have a tail over
 # max(1 ms, their device time). Not one call alone: a host stall can delay one synchronize by a
-# millisecond (an honest triton_bf16 call was rejected so on the H200, BENCHMARKS.md session 7).
+# millisecond (an honest triton_bf16 call was rejected so on the H200, BENCHMARKS.md).
 TAIL_GROSS_S = 1e-3
 TAIL_GROSS_SHARE = 0.05
 TAIL_GROSS_CALLS = 3
@@ -116,7 +116,7 @@ def tail_problem(tails: list[float], device_times: list[float]) -> Optional[str]
 
 # A case is "noisy" when the bulk of its calls is spread out, not when a few calls are slow: a std
 # counts one call at 100x the median as much as a broad distribution, and marked most small cases
-# on the H200 while their medians' CIs stayed within +-2.3% (BENCHMARKS.md, session 19).
+# on the H200 while their medians' CIs stayed within +-2.3% (BENCHMARKS.md).
 NOISY_SPREAD = 0.10  # the middle half of the calls spans more than 10% of the median ...
 SLOW_FACTOR = 2.0    # ... or more than SLOW_SHARE of the calls took over SLOW_FACTOR x the median
 SLOW_SHARE = 0.05    # ... and at least SLOW_CALLS of them
@@ -129,7 +129,7 @@ def caught_up_warnings(flags: list[bool], device_times: list[float]) -> tuple[st
     were all queued (they may include the GPU waiting for the host) move the case's median: when
     they are half the calls or more, or when the median of the other calls is more than
     CAUGHT_UP_SHIFT lower. The worker's busy work grows after each such call, so a few of them in
-    a case are expected and harmless (BENCHMARKS.md, session 19)."""
+    a case are expected and harmless (BENCHMARKS.md)."""
     caught = sum(flags)
     if not caught:
         return ()

@@ -95,15 +95,15 @@ def test_replay_refuses_a_changed_submission_or_task_in_one_line(tmp_path):
 def test_replay_takes_its_flags_from_the_bundle(tmp_path):
     out, path, task = made(tmp_path)
     args = build_parser().parse_args(["--replay", str(out), "--json", "x.json"])  # outputs may be given
-    notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work")
+    notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
     assert (args.seed, args.budget, args.mode, args.submission, args.task) == (
         7, 0.5, "benchmark", [str(path)], str(task / "task.yml"))
     assert any("at their recorded paths" in note for note in notes)
     args = build_parser().parse_args(["--replay", str(out), "--seed", "3"])
     with pytest.raises(bundle.BundleError, match="--seed does not go with it"):
-        bundle.replay_args(bundle.read(out), args, tmp_path / "work")
+        bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
     args = build_parser().parse_args(["--replay", str(out), "--seed", "7", "--mode", "benchmark"])  # the bundle's own
-    bundle.replay_args(bundle.read(out), args, tmp_path / "work")
+    bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
 
 
 def test_the_comparison_marks_each_case_and_every_verdict():

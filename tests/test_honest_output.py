@@ -13,7 +13,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from harness import report
-from harness.config import CPU_TIMING
+from harness.results import CPU_TIMING
 from harness.results import CaseResult, SubmissionResult
 from harness.scan import ScanResult
 from harness.timing import Stats

@@ -65,3 +65,39 @@ def test_results_and_history_need_no_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """harness module -> the harness modules it imports (at any depth of its code: lazy imports count)."""
+    graph = {}
+    for path in sorted(HARNESS.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        graph[name] = {m for m in harness_imports(path) if m != name}
+    return graph
+
+
+def test_the_harness_imports_form_no_circle():
+    """No module reaches itself through imports, lazy ones included (a circle is where an
+    initialisation-order bug or a hidden dependency hides)."""
+    graph = import_graph()
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+            if nxt in graph and not state.get(nxt):
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in graph:
+        if not state.get(node):
+            visit(node)
+
+
+def test_the_audit_does_not_import_the_engine():
+    assert "harness.engine" not in import_graph()["harness.audit"]

@@ -109,7 +109,7 @@ def test_exploit_is_rejected(problem, cpu, tmp_path, capfd, name, mode, expected
 def test_no_seed_reaches_the_worker(problem, cpu, tmp_path):
     ctx = RunContext(problem, cpu, small=True, log_dir=tmp_path, secret=987654321)
     result = evaluate(ZOO / "probes_env.py", ctx, "test")
-    assert result.ok
+    assert result.ok, result.error or [f"{c.name}: {c.reason}" for c in result.cases if not c.ok]
     log = log_of(tmp_path, "probes_env")
     assert "env:" in log
     secrets_ = {str(ctx.secret)} | {str(ctx.case_seed(c)) for c in problem.spec.cases("test", small=True)}

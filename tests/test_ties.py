@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from harness import report
-from harness.config import CPU_TIMING
+from harness.results import CPU_TIMING
 from harness.results import CaseResult, SubmissionResult, board_order, ranked
 from harness.scan import ScanResult
 from harness.ties import score_interval, tie_groups

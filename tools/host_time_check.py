@@ -58,7 +58,7 @@ def _host_medians(fn, data, conn, calls, l2_bytes, send_output, buffer=None):
 
 def child(conn, submission, calls, l2_bytes):
     sys.path.insert(0, str(ROOT))
-    from harness.engine import _clone  # the engine's copy of an input tree
+    from harness.case import _clone  # the engine's copy of an input tree
     from tools.knob_sweep import load
 
     fn = load(submission, 0, {}).custom_kernel

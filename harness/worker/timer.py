@@ -30,7 +30,7 @@ class CallTimer:
       events measure device work, not Python launch overhead. A worker's host time per call varies
       by a factor of three from call to call (cold caches after the parent's refill and check);
       sizing to a running mean let the GPU reach the start event early and wait for launches
-      inside the timed interval (BENCHMARKS.md, session 19);
+      inside the timed interval (BENCHMARKS.md);
     * then one read of the whole buffer, so L2 ends up holding clean lines: the call's first
       reads do not pay for writing back the flush's dirty lines (`flush="write"` skips this step;
       tools/timing_experiments.py compares the two).
@@ -82,7 +82,7 @@ class CallTimer:
         # (CUDA's lazy loading), and the first timed call's busy work drained while the read pass
         # loaded, so the GPU waited for that call's launches inside its timed interval (the first
         # timed call of a worker's first case at 245-382 µs against medians of 13.7-14.6 µs on the
-        # H200, BENCHMARKS.md, session 20).
+        # H200, BENCHMARKS.md).
         if self._reset_l2 is not None:
             self._reset_l2()
         if self.flush == "write+read":
