@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "('submissions/torch_*.py') (repeatable)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="override device detection")
     p.add_argument("--small", action="store_true", help="use the task's small (CPU) shapes even on a GPU")
+    _add_task_and_store_flags(p)
+    _add_case_and_output_flags(p)
+    _add_timing_flags(p)
+    return p
+
+
+def _add_task_and_store_flags(p: argparse.ArgumentParser) -> None:
+    """Which task and check; where results go and what is read back (--history, --compare)."""
     p.add_argument("--check", metavar="POLICY",
                    help="check policy from task.yml (strict: ours, the default; competition: the seed's)")
     p.add_argument("--task", default=None,
@@ -71,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", action="store_true",
                    help="with --mode leaderboard: the best stored leaderboard per submission version, for "
                         "this task and check, run nothing")
+
+
+def _add_case_and_output_flags(p: argparse.ArgumentParser) -> None:
+    """How cases run (budget, graph, seed, shapes, timeouts) and what is written (exports, plots, profiles)."""
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help="time budget per benchmark case (default: task.yml timing.max_seconds)")
     p.add_argument("--graph", action="store_true",
@@ -93,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="cap every timeout of the task (worker start, each test case, each benchmark case); "
                         f"default: the task's own ({_default_timeouts()}); a run prints those in force")
+
+
+def _add_timing_flags(p: argparse.ArgumentParser) -> None:
+    """Where evaluators run, outside timing, baseline, energy, diagnostics, replay bundles, progress."""
     _add_evaluator_flags(p)
     p.add_argument("--no-audit", action="store_true",
                    help="on a GPU: no outside timing (the parent's fence, or the profiler's audit where it cannot "
@@ -117,7 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "path it recorded differs from its copy) and say per case whether the median is the same "
                         "(95%% intervals overlap), faster or slower")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return p
 
 
 def _default_timeouts() -> str:
@@ -248,26 +263,9 @@ def _fence_daemon(args: argparse.Namespace, mode: str) -> bool:
 
 
 def _run(args: argparse.Namespace, early=None) -> int:
-    from harness import report
     from harness.store import Store, StoreError
 
-    all_modes = MODES + ("selftest", "history", "compile")
-    if args.mode not in all_modes:
-        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
-    if args.compare and args.mode != "history":
-        raise UsageError("--compare goes with --mode history")
-    if args.html and args.mode not in ("benchmark", "leaderboard", "history"):
-        raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
-    if args.energy and args.mode not in ("benchmark", "leaderboard"):
-        raise UsageError("--energy goes with --mode benchmark or leaderboard (timed calls)")
-    if args.diagnostics and args.mode not in ("benchmark", "leaderboard"):
-        raise UsageError("--diagnostics goes with --mode benchmark or leaderboard (timed calls)")
-    if args.bundle and (args.mode not in MODES or args.mode == "profile" or args.history):
-        raise UsageError("--bundle goes with --mode test, benchmark or leaderboard (a run it can replay)")
-    if args.seed is not None and not -2**63 <= args.seed < 2**63:
-        raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
-    if (args.mode == "history" or args.history and args.mode == "leaderboard") and not Path(args.db).is_file():
-        raise UsageError(f"{args.db}: no database there (nothing has been stored yet); pass --db PATH")
+    _check_flags(args)
     if args.mode in MODES:
         try:
             Path(args.logs).mkdir(parents=True, exist_ok=True)
@@ -278,31 +276,7 @@ def _run(args: argparse.Namespace, early=None) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     if args.mode == "history" or args.history:
-        report.err_console.print(f"database: {report.escape(args.db)}", highlight=False)
-    if args.mode == "history":
-        try:
-            if args.html:
-                write_html(store, args.html, None)
-            elif args.compare:
-                a, b = args.compare
-                report.console.print(report.compare_table(a, b, store.timed_cases(a), store.timed_cases(b)))
-            else:
-                report.console.print(report.runs_table(store.runs(), db=args.db))
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
-        return 0
-    if args.history:
-        if args.mode != "leaderboard":
-            raise UsageError("--history goes with --mode leaderboard")
-        problem = _load_problem(args)   # the task and check policy whose results it lists
-        rows = store.best_per_submission(task=problem.spec.name, check=problem.check_policy)
-        report.console.print(report.history_table(rows, problem.spec.name, problem.check_policy))
-        older = store.unlabelled_leaderboards()
-        if older:
-            report.err_console.print(f"{older} leaderboard run(s) stored before runs recorded their cases are not "
-                                     "listed (they may have timed custom --shape cases)")
-        return 0
-
+        return _stored(args, store)
     problem = _load_problem(args)
     args.shape = parse_shapes(args.shape, problem)
     submissions = resolve_submissions(args.submission, args.exclude) if args.mode != "selftest" else []
@@ -318,6 +292,57 @@ def _run(args: argparse.Namespace, early=None) -> int:
         if args.baseline not in [p.resolve() for p in submissions]:
             submissions.append(args.baseline)
     return _on_device(args, store, problem, submissions, early)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """UsageError for a mode or a flag that does not go with the mode, before anything is opened."""
+    all_modes = MODES + ("selftest", "history", "compile")
+    if args.mode not in all_modes:
+        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
+    if args.compare and args.mode != "history":
+        raise UsageError("--compare goes with --mode history")
+    if args.html and args.mode not in ("benchmark", "leaderboard", "history"):
+        raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
+    if args.energy and args.mode not in ("benchmark", "leaderboard"):
+        raise UsageError("--energy goes with --mode benchmark or leaderboard (timed calls)")
+    if args.diagnostics and args.mode not in ("benchmark", "leaderboard"):
+        raise UsageError("--diagnostics goes with --mode benchmark or leaderboard (timed calls)")
+    if args.bundle and (args.mode not in MODES or args.mode == "profile" or args.history):
+        raise UsageError("--bundle goes with --mode test, benchmark or leaderboard (a run it can replay)")
+    if args.seed is not None and not -2**63 <= args.seed < 2**63:
+        raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
+    if args.history and args.mode != "leaderboard" and args.mode != "history":
+        raise UsageError("--history goes with --mode leaderboard")
+    if (args.mode == "history" or args.history and args.mode == "leaderboard") and not Path(args.db).is_file():
+        raise UsageError(f"{args.db}: no database there (nothing has been stored yet); pass --db PATH")
+
+
+def _stored(args: argparse.Namespace, store) -> int:
+    """--mode history (the runs, --compare, --html) and --history: what the database holds; nothing runs."""
+    from harness import report
+    from harness.store import StoreError
+
+    report.err_console.print(f"database: {report.escape(args.db)}", highlight=False)
+    if args.mode == "history":
+        try:
+            if args.html:
+                write_html(store, args.html, None)
+            elif args.compare:
+                a, b = args.compare
+                report.console.print(report.compare_table(a, b, store.timed_cases(a), store.timed_cases(b)))
+            else:
+                report.console.print(report.runs_table(store.runs(), db=args.db))
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        return 0
+    problem = _load_problem(args)   # the task and check policy whose results it lists
+    rows = store.best_per_submission(task=problem.spec.name, check=problem.check_policy)
+    report.console.print(report.history_table(rows, problem.spec.name, problem.check_policy))
+    older = store.unlabelled_leaderboards()
+    if older:
+        report.err_console.print(f"{older} leaderboard run(s) stored before runs recorded their cases are not "
+                                 "listed (they may have timed custom --shape cases)")
+    return 0
 
 
 def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any], ...]]:

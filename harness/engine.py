@@ -195,92 +195,110 @@ def _test_case(inputs: CaseInputs) -> CaseResult:
 
 
 def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> CaseResult:
-    ctx, case, box = inputs.ctx, inputs.case, inputs.box
+    ctx, case = inputs.ctx, inputs.case
     timing = ctx.problem.spec.timing
     deadline = time.monotonic() + ctx.problem.spec.timeouts.benchmark_case
     moved = ctx.problem.bytes_moved(inputs.pristine).get(variant)
-    # Warm-up (compilation, autotuning), a secret number of extra calls so a submission cannot
-    # count its way to the first timed call; every output is checked.
-    for _ in range(timing.warmup_calls + secrets.randbelow(3)):
-        verdict, _ = inputs.call(timed=False, deadline=deadline)
-        if not verdict.ok:
-            return case_result(case, False, f"warm-up call: {verdict.reason}")
-    method_notes: tuple[str, ...] = ()
-    if ctx.graph and ctx.device.is_gpu:
-        captured, why = box.capture(timeout=max(1.0, deadline - time.monotonic()))
-        if not captured:
-            method_notes = (f"--graph: not capturable ({why}); timed plain calls",)
-    device_times: list[float] = []
-    host_times: list[float] = []
-    tails: list[float] = []
-    caught_up: list[bool] = []
-    kernel_times: list[float] = []  # fenced calls: the worker's own events (a diagnostic beside the ranked time)
-    matched = [""]  # the last output's verdict text ("matches kv=..., rel L2 ...")
-    next_seed = ctx.timed_seeds(case)
+    failed, method_notes = _warm_up(inputs, deadline)
+    if failed:
+        return case_result(case, False, failed)
     watch = ctx.watch if ctx.watch is not None and ctx.watch.available else None
     meter = watch if ctx.energy and watch is not None and watch.energy() is not None else None
     # --energy: the timed calls go on until they span enough of the energy counter's steps (in the budget)
     energy_s = min(1.2 * MIN_PERIODS * meter.counter_period(), timing.max_seconds) if meter else 0.0
-    gauges = watch.case() if watch else None
+    calls = _TimedCalls(inputs, ctx.timed_seeds(case), deadline, progress, watch.case() if watch else None)
     block_start = meter.energy() if meter else None
     start = time.monotonic()
-
-    def timed_calls(more: Callable[[], bool]) -> Optional[str]:
-        """Timed calls while `more()`, each on fresh inputs from a secret seed, each output checked;
-        the first failure's reason, or None."""
-        while more():
-            inputs.refill(next_seed())
-            verdict, call_timing = inputs.call(timed=True, deadline=deadline)
-            if not verdict.ok:
-                return f"timed call {len(device_times) + 1}: {verdict.reason}"
-            device_times.append(call_timing.device_s)
-            host_times.append(call_timing.host_s)
-            tails.append(call_timing.tail_s)
-            caught_up.append(call_timing.caught_up)
-            if call_timing.kernel_s is not None:
-                kernel_times.append(call_timing.kernel_s)
-            progress("call", case=case, done=len(device_times), total=timing.max_runs)
-            matched[0] = verdict.reason
-            if gauges:
-                gauges.tick()
-        return None
-
-    failed = timed_calls(lambda: not should_stop(device_times, time.monotonic() - start, timing.min_runs,
-                                                 timing.max_runs, timing.max_seconds, timing.target_rel_ci)
-                         or time.monotonic() - start < energy_s)
-
-    def tail_issue() -> Optional[str]:
-        # Fenced, what the call finished is judged on the parent's snapshot, and work left running
-        # after DONE meets the next call's census: the worker's own tail says nothing of the number.
-        return None if kernel_times else tail_problem(tails, device_times)
-
-    issue = failed or tail_issue()
-    if issue and not failed and len(device_times) < timing.max_runs:
+    failed = calls.take(lambda: not should_stop(calls.device, time.monotonic() - start, timing.min_runs,
+                                                timing.max_runs, timing.max_seconds, timing.target_rel_ci)
+                        or time.monotonic() - start < energy_s)
+    issue = failed or calls.tail_issue()
+    if issue and not failed and len(calls.device) < timing.max_runs:
         # A case's first calls can leave long synchronizes (H200, --budget 0.05: honest median tails
         # of 51-59 µs over 10 calls, 12-20 µs over 100): up to max_runs calls confirm a tail first.
-        failed = timed_calls(lambda: len(device_times) < timing.max_runs
-                             and deadline - time.monotonic() > 1 + 3 * max(host_times + device_times))
-        issue = failed or tail_issue()
+        failed = calls.take(lambda: len(calls.device) < timing.max_runs
+                            and deadline - time.monotonic() > 1 + 3 * max(calls.host + calls.device))
+        issue = failed or calls.tail_issue()
     block_end = meter.energy() if meter else None
     elapsed = time.monotonic() - start
-    clocks, clock_warnings = gauges.finish() if gauges else ({}, ())
+    clocks, clock_warnings = calls.gauges.finish() if calls.gauges else ({}, ())
     diagnostics: dict[str, Any] = {}
     if ctx.diagnostics and not issue:  # (after the watch: the competition's fill is not the calls' power)
-        issue, diagnostics = _diagnostics(inputs, next_seed, deadline)
+        issue, diagnostics = _diagnostics(inputs, calls.next_seed, deadline)
     if issue:
         return case_result(case, False, issue, clocks=clocks, warnings=clock_warnings)
     energy: dict[str, Any] = {}
     if meter and block_start and block_end:
         energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
-                                    device_times, next_seed)
-    device = summarize(device_times)
-    return case_result(case, True, matched[0], device=device, host=summarize(host_times), samples=tuple(device_times),
-                   caught_up=tuple(caught_up), kernel=summarize(kernel_times) if kernel_times else None,
-                   tail=summarize(tails), bytes=moved, clocks=clocks, **energy, **diagnostics,
-                   warnings=method_notes + noise_warnings(device_times, device, elapsed,
-                                                          timing.max_seconds, timing.target_rel_ci,
-                                                          caught_up if ctx.device.is_gpu else ())
-                   + caught_up_warnings(caught_up, device_times) + clock_warnings)
+                                    calls.device, calls.next_seed)
+    device = summarize(calls.device)
+    return case_result(case, True, calls.matched, device=device, host=summarize(calls.host),
+                       samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
+                       kernel=summarize(calls.kernel) if calls.kernel else None, tail=summarize(calls.tails),
+                       bytes=moved, clocks=clocks, **energy, **diagnostics,
+                       warnings=method_notes + noise_warnings(calls.device, device, elapsed, timing.max_seconds,
+                                                              timing.target_rel_ci,
+                                                              calls.caught_up if ctx.device.is_gpu else ())
+                       + caught_up_warnings(calls.caught_up, calls.device) + clock_warnings)
+
+
+def _warm_up(inputs: CaseInputs, deadline: float) -> tuple[Optional[str], tuple[str, ...]]:
+    """Warm-up calls (compilation, autotuning), a secret number of extra ones so a submission cannot
+    count its way to the first timed call, every output checked; then, with --graph, the capture.
+    (why the case failed or None, notes on how its calls are timed)."""
+    ctx = inputs.ctx
+    for _ in range(ctx.problem.spec.timing.warmup_calls + secrets.randbelow(3)):
+        verdict, _ = inputs.call(timed=False, deadline=deadline)
+        if not verdict.ok:
+            return f"warm-up call: {verdict.reason}", ()
+    if ctx.graph and ctx.device.is_gpu:
+        captured, why = inputs.box.capture(timeout=max(1.0, deadline - time.monotonic()))
+        if not captured:
+            return None, (f"--graph: not capturable ({why}); timed plain calls",)
+    return None, ()
+
+
+class _TimedCalls:
+    """A case's timed calls so far, each on fresh inputs from a secret seed and its output checked:
+    per call the ranked time, the host's launch time, the sync tail, whether the GPU waited for its
+    launches, and (fenced) the worker's own events, a diagnostic beside the ranked time."""
+
+    def __init__(self, inputs: CaseInputs, next_seed: Callable[[], int], deadline: float, progress: Progress,
+                 gauges: Any):
+        self.inputs, self.next_seed, self.deadline, self.progress, self.gauges = (
+            inputs, next_seed, deadline, progress, gauges)
+        self.device: list[float] = []
+        self.host: list[float] = []
+        self.tails: list[float] = []
+        self.caught_up: list[bool] = []
+        self.kernel: list[float] = []
+        self.matched = ""  # the last output's verdict text ("matches kv=..., rel L2 ...")
+
+    def take(self, more: Callable[[], bool]) -> Optional[str]:
+        """Timed calls while `more()`; the first failure's reason, or None."""
+        inputs = self.inputs
+        while more():
+            inputs.refill(self.next_seed())
+            verdict, timing = inputs.call(timed=True, deadline=self.deadline)
+            if not verdict.ok:
+                return f"timed call {len(self.device) + 1}: {verdict.reason}"
+            self.device.append(timing.device_s)
+            self.host.append(timing.host_s)
+            self.tails.append(timing.tail_s)
+            self.caught_up.append(timing.caught_up)
+            if timing.kernel_s is not None:
+                self.kernel.append(timing.kernel_s)
+            self.progress("call", case=inputs.case, done=len(self.device),
+                          total=inputs.ctx.problem.spec.timing.max_runs)
+            self.matched = verdict.reason
+            if self.gauges:
+                self.gauges.tick()
+        return None
+
+    def tail_issue(self) -> Optional[str]:
+        # Fenced, what the call finished is judged on the parent's snapshot, and work left running
+        # after DONE meets the next call's census: the worker's own tail says nothing of the number.
+        return None if self.kernel else tail_problem(self.tails, self.device)
 
 
 DIAGNOSTIC_CALLS = 5  # --diagnostics: calls per case and method

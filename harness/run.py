@@ -86,17 +86,12 @@ def _run_row(store: Store, start: Callable[[], int], finish: Callable[[int], Non
         unstored.append(f"run {run_id} not marked complete ({exc})")
 
 
-def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: list[Path], device: DeviceInfo,
-        early=None) -> int:
-    """Evaluate `submissions` in an engine mode (test, benchmark, leaderboard, profile) as one stored
-    run, print each as it finishes and the summary; the exit code. `early`: the first submission's
-    worker, started before this process imported torch (or None)."""
+def _run_banner(args: argparse.Namespace, problem: Problem, device: DeviceInfo, count: int) -> None:
+    """The lines a run starts with: device, task, mode, check, timeouts, and what CPU timings are."""
     from harness import report
-    from harness.device import measure_copy_bandwidth, versions
-    from harness.selftest import lax_check
 
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
-                             f"{len(submissions)} submission(s)  ·  mode: {args.mode}  ·  "
+                             f"{count} submission(s)  ·  mode: {args.mode}  ·  "
                              f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
     report.err_console.print(f"timeouts: {timeouts_text(dataclasses.asdict(problem.spec.timeouts))} "
                              + (f"(--timeout {args.timeout:g})" if args.timeout else
@@ -107,19 +102,41 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         report.err_console.print("warning: CPU timings (this process's clock around each call; Triton kernels in its "
                                  "interpreter) are not comparable between runs or with GPU numbers: identical runs "
                                  "have differed many times over. Use them to see that timing works, not to rank.")
+
+
+def _bandwidth(store: Store, device: DeviceInfo) -> Optional[float]:
+    """The GPU's copy bandwidth, measured every run (a stored figure is only as trustworthy as the run
+    that wrote it) and stored; None on the CPU."""
+    from harness import report
+    from harness.device import measure_copy_bandwidth
+
+    if not device.is_gpu:
+        return None
+    bandwidth = measure_copy_bandwidth()
+    from harness.store import StoreError
+
+    try:
+        store.save_bandwidth(device.name, bandwidth)
+    except StoreError as exc:
+        raise UsageError(f"{exc} (nothing was run)") from None
+    report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
+    return bandwidth
+
+
+def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: list[Path], device: DeviceInfo,
+        early=None) -> int:
+    """Evaluate `submissions` in an engine mode (test, benchmark, leaderboard, profile) as one stored
+    run, print each as it finishes and the summary; the exit code. `early`: the first submission's
+    worker, started before this process imported torch (or None)."""
+    from harness import report
+    from harness.device import versions
+    from harness.selftest import lax_check
+
+    _run_banner(args, problem, device, len(submissions))
     sandboxed = _sandbox_line(args.sandbox)
     _import_parent_modules(args)
 
-    bandwidth = None
-    if device.is_gpu:  # measured every run: a stored figure is only as trustworthy as the run that wrote it
-        bandwidth = measure_copy_bandwidth()
-        from harness.store import StoreError
-
-        try:
-            store.save_bandwidth(device.name, bandwidth)
-        except StoreError as exc:
-            raise UsageError(f"{exc} (nothing was run)") from None
-        report.err_console.print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (measured now)")
+    bandwidth = _bandwidth(store, device)
     config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
     ctx = config.context()
     for line in getattr(args, "replay_notes", ()):
@@ -162,8 +179,7 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
     import json
 
     from harness import report
-    from harness.crosscompile import (DEFAULT_TARGETS, DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report,
-                                      parse_target, show_report)
+    from harness.crosscompile import DEFAULT_TARGETS, parse_target
     from harness.device import detect, versions
     from harness.launch import use_sandbox
 
@@ -188,21 +204,7 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
     everything, ok, unstored = {}, True, []
     with _run_row(store, start, finish, unstored) as run_id:
         for path in submissions:
-            try:
-                rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
-                                            private=private_paths(args), timeout=args.timeout or DEFAULT_TIMEOUT)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-            except CrossCompileError as exc:
-                report.error(f"{path.name}: {exc}")
-                rows, compiled = {"error": str(exc)}, False
-            else:
-                try:
-                    compiled = show_report(report.console, rows, path.name, targets)
-                except Exception as exc:  # noqa: BLE001 - the child's report is untrusted; one file's, not the run's
-                    report.error(f"{path.name}: the report could not be shown ({type(exc).__name__}: "
-                                 f"{str(exc)[:120]})")
-                    rows, compiled = {"error": f"report not shown ({type(exc).__name__})"}, False
+            rows, compiled = _compile_one(args, problem, path, targets)
             everything[str(path)], ok = rows, ok and compiled
             try:
                 store.add_compile_report(run_id, str(path), targets, rows, compiled)
@@ -216,6 +218,26 @@ def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Pa
         report.error(f"the results database failed: not stored: {', '.join(unstored)[:600]}; the reports above and "
                      "in any --json export are complete")
     return 0 if ok and not unstored else 1
+
+
+def _compile_one(args: argparse.Namespace, problem, path: Path, targets: list[str]) -> tuple[dict, bool]:
+    """One submission's cross-compile report, shown: (its rows, or {"error": why}; whether it compiled)."""
+    from harness import report
+    from harness.crosscompile import DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report, show_report
+
+    try:
+        rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
+                                    private=private_paths(args), timeout=args.timeout or DEFAULT_TIMEOUT)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except CrossCompileError as exc:
+        report.error(f"{path.name}: {exc}")
+        return {"error": str(exc)}, False
+    try:
+        return rows, show_report(report.console, rows, path.name, targets)
+    except Exception as exc:  # noqa: BLE001 - the child's report is untrusted; one file's, not the run's
+        report.error(f"{path.name}: the report could not be shown ({type(exc).__name__}: {str(exc)[:120]})")
+        return {"error": f"report not shown ({type(exc).__name__})"}, False
 
 
 def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, device: DeviceInfo, mode: str,

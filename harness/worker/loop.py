@@ -44,30 +44,13 @@ from harness.channel import WORKER_LIMIT, Channel, ChannelClosed, one_line
 def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> None:
     import torch  # does not import triton
 
-    if device_type == "auto":  # started before the parent looked: the same choice as an unset --device
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-
-    from harness import compat
     from harness.shared_memory import Buffer, rebuild, view
-    from harness.worker.timer import CallTimer, capture_graph
+    from harness.worker.timer import capture_graph
 
-    compat.install()
-    if device_type == "cuda" and not l2_bytes:
-        l2_bytes = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 256 * 2**20
-    timer = CallTimer(device_type, l2_bytes)  # before the import: it keeps the original timer functions
-    if timer.gpu:
-        print(f"worker: persisting-L2 reset before each flush: {'on' if timer._reset_l2 else 'not available'}",
-              flush=True)
-    flags = _fence_phase(channel, timer) if timer.gpu and os.environ.get("MLA_EVAL_FENCE") == "1" else None
-    try:
-        kernel = _load(submission)
-    except _LoadError as exc:
-        channel.send({"op": "fatal", "kind": exc.kind, "message": str(exc)})
+    started = _start(channel, submission, device_type, l2_bytes)
+    if started is None:
         return
-    channel.send({"op": "ready"})
-
+    timer, flags, kernel = started
     data = slot = None
     call = kernel  # or a CUDA-graph replay of it, after "capture"
     while True:
@@ -113,6 +96,37 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
             oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
             channel.send({"op": "error", "kind": "out of memory" if oom else "exception",
                           "message": _reason(exc, submission)})
+
+
+def _start(channel: Channel, submission: str, device_type: str, l2_bytes: int):
+    """The worker's start: its device, the timer (before the import: it keeps the original timer
+    functions), the fence's phase, then the submission imported and "ready" sent; (timer, the fence's
+    flags or None, custom_kernel), or None when the file could not be loaded (the parent was told)."""
+    import torch
+
+    if device_type == "auto":  # started before the parent looked: the same choice as an unset --device
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+    from harness import compat
+    from harness.worker.timer import CallTimer
+
+    compat.install()
+    if device_type == "cuda" and not l2_bytes:
+        l2_bytes = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 256 * 2**20
+    timer = CallTimer(device_type, l2_bytes)
+    if timer.gpu:
+        print(f"worker: persisting-L2 reset before each flush: {'on' if timer._reset_l2 else 'not available'}",
+              flush=True)
+    flags = _fence_phase(channel, timer) if timer.gpu and os.environ.get("MLA_EVAL_FENCE") == "1" else None
+    try:
+        kernel = _load(submission)
+    except _LoadError as exc:
+        channel.send({"op": "fatal", "kind": exc.kind, "message": str(exc)})
+        return None
+    channel.send({"op": "ready"})
+    return timer, flags, kernel
 
 
 def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any, method: Any = None) -> dict[str, Any]:
