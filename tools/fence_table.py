@@ -1,5 +1,6 @@
 """Prints, from leaderboard JSON exports, each submission's ranked per-case medians (the parent's
-fenced clock) beside the worker's own events (`kernel_us`), and how each ended.
+fenced clock) beside the worker's own events (`kernel_us`), with --diagnostics the competition's timing
+(`competition_us`) and the host overhead of an isolated call (`host_overhead_us`), and how each ended.
 Usage: python tools/fence_table.py RUN.json [RUN.json ...]"""
 import json
 import sys
@@ -29,7 +30,9 @@ def main() -> None:
                 ratio = f"{med / ker:.3f}" if med and ker else "-"
                 print(f"    {r['case']:>10s} ok={r['case_ok']!s:5s} ranked {med or 0:9.1f} kernel {ker or 0:9.1f} "
                       f"ranked/kernel {ratio:>6s} host {r.get('host_us') or 0:8.1f} runs {r.get('runs')} "
-                      f"{'' if r['case_ok'] else str(r.get('detail'))[:100]}")
+                      + (f"comp {r['competition_us']:8.1f} overhead {r.get('host_overhead_us') or 0:8.1f} "
+                         if r.get("competition_us") is not None else "")
+                      + ("" if r["case_ok"] else str(r.get("detail"))[:100]))
 
 
 if __name__ == "__main__":
