@@ -26,11 +26,15 @@ from typing import Callable, Optional, Sequence, TypeVar
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 41
 CONFIDENCE = 0.95
-RUN_TO_RUN_REL = 0.0  # run-to-run spread of a score beyond its calls' noise (relative; 0: none assumed)
+# The run-to-run spread of a score beyond its calls' noise, as a 95% relative half-width: 1.96 x the
+# pooled standard deviation, beyond the within-run one, of the geomeans of the bundled Triton files
+# and a 3%-slowed copy over five seeds of the fenced leaderboard on the H200 (0.62%: BENCHMARKS.md).
+RUN_TO_RUN_REL = 0.0122
 _CHUNK = 1 << 20  # resampled values drawn at once (memory stays under ~10 MB per case)
 
 TIE_RULE = ("ties: each score's 95% interval is a seeded percentile bootstrap of the score over the cases' "
-            "timed calls (each case's calls resampled, its median taken, the medians scored as the task ranks); "
+            "timed calls (each case's calls resampled, its median taken, the medians scored as the task ranks), "
+            f"widened by the run-to-run spread (±{RUN_TO_RUN_REL:.1%} in quadrature); "
             "in score order a row ties with its group's leader when their intervals overlap, else it leads the "
             "next group (groups anchored on leaders: overlap is not transitive); tied rows show =N")
 

@@ -61,6 +61,7 @@ def test_a_run_to_run_spread_widens_every_interval(monkeypatch):
     from harness import ties
 
     r = result("a.py", 1.0, 0.004, seed=1)
+    monkeypatch.setattr(ties, "RUN_TO_RUN_REL", 0.0)
     lo, hi = r.score_interval_us("geom")
     monkeypatch.setattr(ties, "RUN_TO_RUN_REL", 0.01)
     wide_lo, wide_hi = r.score_interval_us("geom")
