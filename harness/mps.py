@@ -5,6 +5,8 @@ workers' streams in one hardware context, which NVIDIA's Multi-Process Service g
 at exit, when the daemon is told to quit) and points this process and its children at it through
 CUDA_MPS_PIPE_DIRECTORY. It must run before this process creates a CUDA context: a context made
 earlier is no MPS client. A daemon the environment already names is used as it is (and left running).
+A daemon left by a run that was killed (it detaches; only a normal exit quits it) is told to quit by
+the next run's `start()` (`quit_orphans`): its server would keep the GPU from the new one.
 
 A sandboxed worker never sees the pipe folder itself: `worker_view()` makes it a folder of its own
 holding hard links to the daemon's sockets, bound where the pipe folder is named (harness/launch.py),
@@ -29,6 +31,8 @@ LOG = "CUDA_MPS_LOG_DIRECTORY"
 PERSISTING_L2 = "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT"
 ROOT = "MLA_EVAL_MPS_ROOT"  # the folder of the run's own daemon, for its evaluator processes (worker_view)
 _STATE: dict[str, Optional[str]] = {}
+PREFIX = "mla-eval-mps-"  # a run's daemon folder, in the temporary folder
+OWNER = "owner"           # in it: the pid of the run that started the daemon
 
 
 def start() -> Optional[str]:
@@ -51,7 +55,9 @@ def _start() -> Optional[str]:
         if root and Path(given) == Path(root) / "pipe":  # the run's own, started by the process above this one
             _STATE["root"] = root
         return None
-    root = Path(tempfile.mkdtemp(prefix="mla-eval-mps-"))
+    quit_orphans(exe)
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (root / OWNER).write_text(str(os.getpid()))
     pipe, log = root / "pipe", root / "log"
     pipe.mkdir(mode=0o700)
     log.mkdir(mode=0o700)
@@ -82,6 +88,40 @@ def stop() -> None:
     args = _STATE.pop("stop", None)
     if args:
         _stop(*args)
+
+
+def quit_orphans(exe: str, folder: Optional[str] = None) -> list[Path]:
+    """Tell every daemon that an earlier run started and left behind (its run was killed: the daemon
+    detaches, and only a normal exit quits it) to quit, and remove its folder; the folders found. A
+    left daemon's server keeps the GPU, so the next run's clients could wait on it. A daemon whose
+    run still lives (another run on this machine), or whose folder names no run, is left alone."""
+    found = []
+    for root in sorted(Path(folder or tempfile.gettempdir()).glob(PREFIX + "*")):
+        try:
+            owner = int((root / OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        found.append(root)
+        if (root / "pipe" / "control").exists():
+            env = {**os.environ, PIPE: str(root / "pipe"), LOG: str(root / "log")}
+            try:
+                subprocess.run([exe], input="quit\n", env=env, capture_output=True, text=True, timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        shutil.rmtree(root, ignore_errors=True)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # (another user's process)
+        return True
+    return True
 
 
 def worker_view() -> Optional[Path]:

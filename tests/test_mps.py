@@ -75,3 +75,30 @@ def test_a_sandboxed_worker_reaches_the_daemon_only_until_its_view_is_closed(mon
     assert (pipe / "control").exists()  # the daemon's own socket is untouched
     mps.close_view(view, remove=True)
     assert not view.exists()
+
+
+def test_a_daemon_left_by_a_killed_run_is_told_to_quit_and_a_live_runs_is_not(tmp_path):
+    """A run killed with its daemon running leaves the daemon (and its server, holding the GPU);
+    the next run's start tells it to quit and removes its folder. A daemon whose run is alive, or a
+    folder that names no run, is left alone. The control program is a stand-in that logs its input."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "quits.log"
+    exe = tmp_path / "fake-mps-control"
+    exe.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                   f"open({str(log)!r}, 'a').write(os.environ['CUDA_MPS_PIPE_DIRECTORY'] + ' ' + sys.stdin.read())\n")
+    exe.chmod(0o755)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    folders = {}
+    for name, owner in (("dead", str(dead.pid)), ("live", str(os.getpid())), ("unnamed", None)):
+        root = tmp_path / f"{mps.PREFIX}{name}"
+        (root / "pipe").mkdir(parents=True)
+        (root / "pipe" / "control").touch()
+        if owner:
+            (root / mps.OWNER).write_text(owner)
+        folders[name] = root
+    assert mps.quit_orphans(str(exe), str(tmp_path)) == [folders["dead"]]
+    assert log.read_text() == f"{folders['dead'] / 'pipe'} quit\n"
+    assert not folders["dead"].exists() and folders["live"].exists() and folders["unnamed"].exists()
