@@ -210,7 +210,7 @@ def test_compare_flags_penalised_and_undercounted_cases():
 
 
 def _export(tmp_path, names=("multi_kernel.py",), audit="verified: the parent's clock, fenced around each call"):
-    """A leaderboard --json export as harness/report.py writes it."""
+    """A leaderboard --json export as harness/report/ writes it."""
     from harness import report
     from harness.results import CaseResult, SubmissionResult
     from harness.timing import summarize

@@ -271,7 +271,7 @@ def case_from_trace(trace: dict, n_calls: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- the comparison (pure)
 def ranked_rows(export: dict, name: Optional[str]) -> tuple[str, bool, dict[str, dict]]:
     """(submission name, timing_verified, {case label: its benchmark row}) from a leaderboard
-    --json export (harness/report.py, `write_exports`); `name` picks the submission (its file name,
+    --json export (harness/report/exports.py, `write_exports`); `name` picks the submission (its file name,
     or the run's display name), needed only when the export holds several. ValueError otherwise."""
     rows = export.get("rows") if isinstance(export, dict) else None
     if not isinstance(rows, list):
