@@ -25,13 +25,9 @@ marks every result unsandboxed; `--sandbox require` refuses.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import functools
 import os
-import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -39,10 +35,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 from harness.allowlist import REPO_ROOT, WORKER_CODE, Allowed, allowed_paths
 from harness.channel import PARENT_LIMIT, Channel, pair
+from harness.child_io import (ENV_NAMES, ENV_PREFIXES, ENV_SECRET, LOG_LIMIT, REPORT_LIMIT, StreamCopy,  # noqa: F401
+                              _limits, child_env, run_captured)
+from harness.scratch import remove_scratch, remove_tree, worker_folder  # noqa: F401
+from harness.seccomp import KEYCTL, SandboxCommand, _seccomp_fd, seccomp_program  # noqa: F401
 
 SANDBOX_MODES = ("auto", "require", "off")
 TMPFS_LIMIT = 1 << 30  # bytes the worker may keep in its private /tmp, and in /dev/shm (host memory)
@@ -52,70 +52,8 @@ TMPFS_LIMIT = 1 << 30  # bytes the worker may keep in its private /tmp, and in /
 UNSHARE = ("--unshare-all", "--unshare-user", "--disable-userns")
 
 
-# Kernel keyrings belong to the uid, not to any namespace the sandbox makes, and the worker's uid is the
-# operator's: it could link the operator's user keyring into a session keyring of its own and read
-# every key in it, add keys that outlive it, or fill the per-uid key quota. A seccomp filter (bwrap
-# --seccomp) refuses the keyring system calls with EPERM, as Docker's default profile does, also through
-# the 32-bit entry points. (architecture: its AUDIT_ARCH value and the numbers of add_key,
-# request_key and keyctl, for the native ABI and the compat ABI that shares the machine.)
-KEYRING_CALLS = {
-    "x86_64": ((0xC000003E, (248, 249, 250, 0x40000000 + 248, 0x40000000 + 249, 0x40000000 + 250)),  # 64-bit, x32
-               (0x40000003, (286, 287, 288))),                                                      # i386
-    "aarch64": ((0xC00000B7, (217, 218, 219)), (0x40000028, (309, 310, 311))),                      # arm64, arm
-}
-
-
-KEYCTL = {machine: calls[0][1][2] for machine, calls in KEYRING_CALLS.items()}  # keyctl's native number
-# (looked up once here: a child between fork and exec must not dlopen, another thread may hold its lock)
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-_KEYCTL_HERE = KEYCTL.get(platform.machine()) if _LIBC is not None else None
-
-
 class SandboxUnavailable(RuntimeError):
     pass
-
-
-def seccomp_program(machine: Optional[str] = None) -> Optional[bytes]:
-    """The classic-BPF filter bwrap's --seccomp loads (struct sock_filter[]), or None where no
-    table of system call numbers is known for this machine."""
-    import struct
-
-    table = KEYRING_CALLS.get(machine or platform.machine())
-    if table is None:
-        return None
-    ld_abs, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    blocks = []
-    for arch, numbers in table:  # seccomp_data: nr at offset 0, arch at 4
-        blocks.append([(jeq, 0, len(numbers) + 2, arch), (ld_abs, 0, 0, 0)] +
-                      [(jeq, None, 0, n) for n in numbers] + [(ret, 0, 0, allow)])
-    program = [(ld_abs, 0, 0, 4)] + [insn for block in blocks for insn in block] + [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    deny_at = len(program) - 1
-    return b"".join(struct.pack("=HBBI", code, deny_at - i - 1 if jt is None else jt, jf, k)
-                    for i, (code, jt, jf, k) in enumerate(program))
-
-
-class SandboxCommand(list):
-    """bwrap's command line, and the descriptor its --seccomp reads the filter from (one per start:
-    bwrap reads it to its end). Pass `fds` to the child (pass_fds) and `close()` once it started."""
-
-    fds: tuple[int, ...] = ()
-
-    def close(self) -> None:
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds = ()
-
-
-def _seccomp_fd() -> Optional[int]:
-    program = seccomp_program()
-    if program is None:
-        return None
-    fd = os.memfd_create("mla-eval-seccomp", 0)
-    os.write(fd, program)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def log_path(log_dir: Path, submission: Path) -> Path:
@@ -261,69 +199,6 @@ def use_sandbox(mode: str) -> bool:
     return why is None
 
 
-SCRATCH_REMOVAL_SECONDS = 10.0  # how long remove_scratch keeps trying
-
-
-def remove_scratch(path: Path, seconds: float = SCRATCH_REMOVAL_SECONDS) -> None:
-    """Remove an ended worker's scratch folder. The worker's own process is gone, but the sandbox's
-    other processes end a moment later (the kernel kills them once the sandbox's first process has
-    died), and until then they can still write there: remove, and again while something reappears,
-    for up to `seconds`; then say that it stayed."""
-    deadline = time.monotonic() + seconds
-    while True:
-        remove_tree(path)
-        if not os.path.lexists(path):
-            return
-        if time.monotonic() > deadline:
-            print(f"warning: {path}: the worker's scratch folder could not be removed: something still writes there",
-                  file=sys.stderr)
-            return
-        time.sleep(0.05)
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a folder a worker wrote, whatever it holds: shutil.rmtree recurses once per level, so a
-    tree thousands of folders deep raises RecursionError (ignore_errors does not cover it); then
-    `rm -rf`, which walks it without recursion, finishes the job."""
-    try:
-        shutil.rmtree(path, ignore_errors=True)
-    except RecursionError:
-        subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=300, check=False)
-
-
-@contextlib.contextmanager
-def worker_folder(prefix: str) -> Iterator[str]:
-    """A temporary folder a worker writes into, removed with remove_tree at the end."""
-    path = tempfile.mkdtemp(prefix=prefix)
-    try:
-        yield path
-    finally:
-        remove_tree(Path(path))
-
-
-# What a child that runs submission code inherits of this process's environment: the GPU stack's and
-# Python's own variables, by name or prefix, and SUBMISSION_* (a submission's own knobs, e.g.
-# triton_mxfp4.py's SUBMISSION_MXFP4_QK_DOT_SCALED). Nothing else, and none of those whose name says
-# it holds a secret (NVIDIA_API_KEY, TORCH_HUB_TOKEN, ...): an operator's tokens stay here.
-ENV_NAMES = {"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"}
-ENV_PREFIXES = ("LC_", "PYTHON", "LD_", "CUDA", "NVIDIA_", "NV_", "HIP_", "ROCM", "ROCR_", "HSA_", "AMD_", "GPU_",
-                "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "NCCL_", "CUBLAS_", "CUDNN_",
-                "SUBMISSION_")
-ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
-
-
-def child_env() -> dict[str, str]:
-    """The environment of a child that runs submission code: this one's GPU-stack and Python variables
-    (ENV_NAMES, ENV_PREFIXES), with the harness first on the import path and no bytecode written
-    (the filesystem is read-only inside the sandbox)."""
-    env = {k: v for k, v in os.environ.items()
-           if (k in ENV_NAMES or k.startswith(ENV_PREFIXES)) and not ENV_SECRET.search(k)}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def _make_private(private: Sequence[Path]) -> None:
     """Create the private paths that do not exist yet (the log folder; the database as an empty file
     SQLite opens later, and its rollback journal, which harness/store.py keeps as one file). None of
@@ -449,128 +324,6 @@ def _children(pid: int) -> list[int]:
             return [int(c) for c in f.read().split()]
     except OSError:
         return []
-
-
-class StreamCopy:
-    """Copies what a child writes to a pipe into a file the sandbox cannot see, up to `limit` bytes.
-
-    A pipe, not a file the child holds open: a file it can write is one it can also grow on disk
-    past any size limit (fallocate with KEEP_SIZE reserves blocks without changing the size) and
-    rewrite at will. Past the limit, `drain` keeps reading and drops the rest (a profiler's report:
-    the profiler must never block; the copy is marked `overflowed`); otherwise the pipe is closed
-    after a closing line, and the child's next write fails (a worker's log: "Broken pipe").
-
-    The profiler's report: the worker shares the profiler's sandbox and could rewrite any file
-    there; it can only add lines to the pipe, which harness/audit.py reads strictly (what it may
-    still do with them: harness/audit.py's docstring)."""
-
-    def __init__(self, stream, path: Path, limit: int, drain: bool):
-        import threading
-
-        self.path, self.limit, self.drain = path, limit, drain
-        self.overflowed, self.complete = False, False
-        self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _copy(self, stream) -> None:
-        written, out = 0, None
-        with stream:
-            try:
-                out = open(self.path, "wb")
-                for chunk in iter(lambda: stream.read1(1 << 16), b""):
-                    if written + len(chunk) > self.limit:
-                        self.overflowed = True
-                        if self.drain:
-                            continue
-                        out.write(chunk[:self.limit - written])
-                        out.write(f"\n[cut here: the harness keeps at most {self.limit} bytes of a worker's output]\n"
-                                  .encode())
-                        return
-                    out.write(chunk)
-                    out.flush()  # on disk as it comes: a log can be followed (tail -f) while the worker runs
-                    written += len(chunk)
-            except OSError:  # the file cannot be written (a full disk): the stream is drained or closed all the same
-                self.overflowed = True
-                while self.drain and stream.read1(1 << 16):
-                    pass
-            finally:
-                if out is not None:
-                    out.close()
-
-    def finish(self, timeout: float = 60) -> None:
-        """Wait for the end of the stream; `complete` says whether it came (else it is cut short)."""
-        self._thread.join(timeout)
-        self.complete = not self._thread.is_alive()
-
-
-REPORT_LIMIT = 256 << 20  # bytes of a profiler's report the parent keeps
-LOG_LIMIT = 64 << 20  # bytes kept of a worker's output (its log), and of any file it writes: past it, writes fail
-
-
-def _limits(file_limit: int = LOG_LIMIT) -> None:
-    """In the child, before exec: no core dumps, files capped at `file_limit` bytes, a session keyring
-    of its own, and first in line for the out-of-memory killer (so a worker that eats the host's
-    memory dies, not the parent)."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
-    # A fresh, empty session keyring (KEYCTL_JOIN_SESSION_KEYRING): nothing the child runs possesses
-    # the operator's keys, which a kernel service that takes a key by its serial (AF_ALG's) would use
-    # without any keyring system call.
-    if _KEYCTL_HERE is not None:
-        _LIBC.syscall(_KEYCTL_HERE, 1, None)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
-    except OSError:
-        pass
-
-
-def run_captured(command: list[str], env: dict, cwd: Path, folder: Path, timeout: Optional[float],
-                 out_limit: int, file_limit: int = LOG_LIMIT, box: Optional[SandboxCommand] = None) -> tuple[int, bytes, bool, str]:
-    """Run a child that runs submission code (capped as a worker is: `_limits`, its files at
-    `file_limit` bytes), its stdout and stderr copied through pipes into files of `folder` (one the
-    sandbox cannot see; pipes, not files it holds open, which it could grow on disk past any size
-    limit, and not the parent's memory). (Exit code, at most `out_limit` bytes of stdout, whether
-    more came, the end of stderr.) Past `timeout` its whole process group is killed and
-    subprocess.TimeoutExpired raised. `box`: the sandbox `command` starts with (its descriptors are
-    passed, then closed)."""
-    out_path, err_path = folder / "stdout.bin", folder / "stderr.txt"
-    (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
-    try:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out_write, stderr=err_write, env=env,
-                                cwd=cwd, start_new_session=True, preexec_fn=functools.partial(_limits, file_limit),
-                                pass_fds=box.fds if box else ())
-    except BaseException:
-        os.close(out_read)
-        os.close(err_read)
-        raise
-    finally:
-        os.close(out_write)
-        os.close(err_write)
-        if box:
-            box.close()
-    out = StreamCopy(open(out_read, "rb"), out_path, out_limit, drain=True)
-    err = StreamCopy(open(err_read, "rb"), err_path, LOG_LIMIT, drain=True)
-    try:
-        code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait()
-        raise
-    finally:
-        out.finish(timeout=5)
-        err.finish(timeout=5)
-    with open(out_path, "rb") as f:
-        raw = f.read(out_limit)
-    with open(err_path, "rb") as f:
-        f.seek(max(0, err_path.stat().st_size - 8192))
-        tail = f.read().decode("utf-8", "replace")
-    return code, raw, out.overflowed, tail
 
 
 def start_worker(submission: Path, device_type: Optional[str], log_file: Path, l2_bytes: int = 0,
