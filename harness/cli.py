@@ -9,7 +9,7 @@ Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad
 from __future__ import annotations
 
 # first: importing harness.run starts the run's wall clock (harness.run.STARTED)
-from harness.run import cross_compile, parallel, private_paths, run, run_popcorn, shared_paths, write_html
+from harness.run import run, run_popcorn, write_html
 
 import argparse  # noqa: E402
 import os  # noqa: E402
@@ -21,7 +21,9 @@ from typing import Any, Optional, Sequence  # noqa: E402
 
 from harness.config import UsageError  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
-from harness.flags import build_parser, task_path  # noqa: E402
+from harness.flags import build_parser, private_paths, shared_paths, task_path  # noqa: E402
+from harness.run_compile import cross_compile  # noqa: E402
+from harness.run_parallel import parallel  # noqa: E402
 from harness.selection import resolve_submissions  # noqa: E402
 from harness.store import results_folder  # noqa: E402
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from harness import audit
 from harness.case import CaseInputs, PhaseClock, RunContext, case_result
-from harness.gpuwatch import MIN_PERIODS, EnergyBlock, energy_per_call, paced
+from harness.energy import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.launch import WorkerProcess, log_path
 from harness.results import CaseResult, SubmissionResult
 from harness.sandbox import Sandbox, WorkerFailure

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from harness.config import timeouts_text
+from harness.config import UsageError, timeouts_text
 from harness.store import results_folder
 
 
@@ -164,3 +164,27 @@ def task_path(task: Optional[str]) -> Path:
             if named.is_file():
                 return named
     return Path(task)
+
+
+def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+    """What no worker may see: the results database, its folder (other runs' databases there, which
+    a submission could read, or read-lock so that their runs cannot write; harness/launch.py
+    leaves a folder visible where the worker needs what it holds) and the log folder."""
+    return (Path(args.db), Path(args.db).resolve().parent, Path(args.logs))
+
+
+def shared_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+    """--share: files or folders every worker may read besides its own submission (public code a
+    submission loads by path), checked: each exists, and none is or holds the checkout, $HOME or a
+    private path (UsageError)."""
+    from harness.allowlist import checkout
+
+    shared = tuple(Path(p).resolve() for p in getattr(args, "share", None) or ())
+    keep_out = [p for p in (checkout(), Path.home(), *(Path(p).resolve() for p in private_paths(args))) if p]
+    for path in shared:
+        if not path.exists():
+            raise UsageError(f"--share {path}: no such file or folder")
+        if path == Path("/") or any(out.is_relative_to(path) for out in keep_out):
+            raise UsageError(f"--share {path}: it holds the checkout, $HOME or the results; share the files a "
+                             "submission loads, not their folder")
+    return shared

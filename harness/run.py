@@ -23,6 +23,8 @@ from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional  # noqa: E402
 
 from harness.config import UsageError, timeouts_text  # noqa: E402
+from harness.flags import private_paths, shared_paths  # noqa: E402
+from harness.run_parallel import evaluate_parallel, parallel, pool_plan  # noqa: E402
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -31,35 +33,6 @@ if TYPE_CHECKING:
     from harness.problem import Problem
     from harness.results import SubmissionResult
     from harness.store import Store
-
-
-def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
-    """What no worker may see: the results database, its folder (other runs' databases there, which
-    a submission could read, or read-lock so that their runs cannot write; harness/launch.py
-    leaves a folder visible where the worker needs what it holds) and the log folder."""
-    return (Path(args.db), Path(args.db).resolve().parent, Path(args.logs))
-
-
-def shared_paths(args: argparse.Namespace) -> tuple[Path, ...]:
-    """--share: files or folders every worker may read besides its own submission (public code a
-    submission loads by path), checked: each exists, and none is or holds the checkout, $HOME or a
-    private path (UsageError)."""
-    from harness.allowlist import checkout
-
-    shared = tuple(Path(p).resolve() for p in getattr(args, "share", None) or ())
-    keep_out = [p for p in (checkout(), Path.home(), *(Path(p).resolve() for p in private_paths(args))) if p]
-    for path in shared:
-        if not path.exists():
-            raise UsageError(f"--share {path}: no such file or folder")
-        if path == Path("/") or any(out.is_relative_to(path) for out in keep_out):
-            raise UsageError(f"--share {path}: it holds the checkout, $HOME or the results; share the files a "
-                             "submission loads, not their folder")
-    return shared
-
-
-def parallel(args: argparse.Namespace) -> bool:
-    """Whether the flags ask for evaluators in other processes (--gpus, --workers, --backend ray)."""
-    return args.backend == "ray" or args.gpus is not None or args.workers is not None or args.address is not None
 
 
 @contextlib.contextmanager
@@ -150,7 +123,7 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
         raise UsageError(f"{problem.spec.path}: the first test case's inputs: {exc}") from None
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
-    pool = _pool_plan(args, device) if parallel(args) else None
+    pool = pool_plan(args, device) if parallel(args) else None
     unstored: list[str] = []
     method = timing_method(ctx, pool)
     start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
@@ -168,76 +141,6 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
                      "--json/--csv export are complete")
         return max(code, 1)
     return code
-
-
-def cross_compile(args: argparse.Namespace, store, problem, submissions: list[Path]) -> int:
-    """--mode compile: every Triton kernel each submission would launch on the task's small cases on
-    each --target's GPU (planned in the sandbox as on that GPU, FakeTensor inputs, launches recorded
-    not run; Triton's interpreter where that cannot work), compiled offline for the target:
-    registers, spills, LDS, occupancy, matrix instructions, named traps (harness/crosscompile.py).
-    Stored as a run."""
-    import json
-
-    from harness import report
-    from harness.crosscompile import DEFAULT_TARGETS, parse_target
-    from harness.device import detect, versions
-    from harness.launch import use_sandbox
-
-    if args.shape:
-        raise UsageError("--shape does not go with --mode compile (it captures the task's small test cases)")
-    targets = args.target or list(DEFAULT_TARGETS)
-    for target in targets:
-        try:
-            parse_target(target)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    if args.json and not Path(args.json).parent.is_dir():
-        raise UsageError(f"--json {args.json}: the folder {Path(args.json).parent} does not exist")
-    from harness.store import StoreError
-
-    def finish(run_id: int) -> None:
-        store.finish_run(run_id)
-        report.err_console.print(f"results stored in {args.db} (run {run_id})")
-
-    start = functools.partial(store.start_run, "compile", problem.spec.name, detect("cpu"), versions(), "-",
-                              sandboxed=use_sandbox(args.sandbox))
-    everything, ok, unstored = {}, True, []
-    with _run_row(store, start, finish, unstored) as run_id:
-        for path in submissions:
-            rows, compiled = _compile_one(args, problem, path, targets)
-            everything[str(path)], ok = rows, ok and compiled
-            try:
-                store.add_compile_report(run_id, str(path), targets, rows, compiled)
-            except StoreError as exc:
-                unstored.append(path.name)
-                report.error(f"{path.name}: report not stored: {exc}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"targets": targets, "task": problem.spec.name, "submissions": everything},
-                                              indent=2, default=str))
-    if unstored:
-        report.error(f"the results database failed: not stored: {', '.join(unstored)[:600]}; the reports above and "
-                     "in any --json export are complete")
-    return 0 if ok and not unstored else 1
-
-
-def _compile_one(args: argparse.Namespace, problem, path: Path, targets: list[str]) -> tuple[dict, bool]:
-    """One submission's cross-compile report, shown: (its rows, or {"error": why}; whether it compiled)."""
-    from harness import report
-    from harness.crosscompile import DEFAULT_TIMEOUT, CrossCompileError, cross_compile_report, show_report
-
-    try:
-        rows = cross_compile_report(path, targets, Path(problem.spec.path), sandbox=args.sandbox,
-                                    private=private_paths(args), timeout=args.timeout or DEFAULT_TIMEOUT)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    except CrossCompileError as exc:
-        report.error(f"{path.name}: {exc}")
-        return {"error": str(exc)}, False
-    try:
-        return rows, show_report(report.console, rows, path.name, targets)
-    except Exception as exc:  # noqa: BLE001 - the child's report is untrusted; one file's, not the run's
-        report.error(f"{path.name}: the report could not be shown ({type(exc).__name__}: {str(exc)[:120]})")
-        return {"error": f"report not shown ({type(exc).__name__})"}, False
 
 
 def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, device: DeviceInfo, mode: str,
@@ -361,7 +264,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
 
     problem = ctx.problem
     if pool is not None:
-        results = _evaluate_parallel(args, config, ctx.device, submissions, record, *pool)
+        results = evaluate_parallel(args, config, ctx.device, submissions, record, *pool)
     else:
         results = []
         n_cases = len(plan(problem.spec, args.mode, ctx.small))
@@ -396,10 +299,11 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     from harness import report
     from harness.device import versions
 
-    problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
+    from harness.energy import ENERGY_METHOD
+    from harness.gpuwatch import run_line
     from harness.store import git_commit
 
-    from harness.gpuwatch import ENERGY_METHOD, run_line
+    problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
 
     clocks = run_line([(f"{r.name} {problem.label(c.args) if c.args else c.name}", c) for r in results
                        for c in r.cases if c.kind == "benchmark"],
@@ -482,60 +386,3 @@ def timing_method(ctx: RunContext, pool: Optional[tuple[int, int]] = None) -> st
         return CPU_TIMING_METHOD
     how = "CUDA graphs" if ctx.graph else "events"
     return f"fenced ({how})" if ctx.fence == "fenced" else f"{how}, unverified"
-
-
-def _pool_plan(args: argparse.Namespace, device) -> tuple[int, int]:
-    """(GPUs, evaluators) for a parallel run, checked before anything runs."""
-    usable = device.count if device.is_gpu else 0
-    if args.gpus in (None, "all"):
-        gpus = usable
-    else:
-        try:
-            gpus = int(args.gpus)
-        except ValueError:
-            raise UsageError(f"--gpus {args.gpus}: expected all or a number") from None
-        if not 0 <= gpus <= usable and args.backend != "ray":  # Ray's GPUs are the cluster's
-            raise UsageError(f"--gpus {gpus}: this machine has {usable} usable GPU(s)")
-    if args.address and args.backend != "ray":
-        raise UsageError("--address goes with --backend ray")
-    workers = args.workers if args.workers is not None else max(gpus, 1)
-    if workers < 1:
-        raise UsageError("--workers must be at least 1")
-    return gpus, workers
-
-
-def _evaluate_parallel(args: argparse.Namespace, config: RunConfig, device, submissions: list[Path], record,
-                       gpus: int, workers: int) -> list[SubmissionResult]:
-    """--gpus / --workers / --backend ray: evaluators in other processes (harness/pool.py), each
-    handed the run's configuration as it is (pinned to its GPU, or to the CPU)."""
-    from harness import report
-    from harness.pool import PoolError, evaluate_parallel, slot_envs
-
-    # (a GPU named, never detected: an evaluator that finds none fails loudly instead of running on the CPU)
-    settings = dataclasses.replace(config, device="cuda" if gpus else "cpu")
-    done = lambda index, result: record(result)  # noqa: E731
-    if args.backend == "ray":
-        from harness.ray_backend import RayMissing, evaluate_ray
-
-        # (each GPU task starts or adopts an MPS daemon on its own node and fences its calls there:
-        # harness/ray_backend.py)
-        report.err_console.print(f"Ray: {len(submissions)} task(s), {'1 GPU' if gpus else '1 CPU'} each, "
-                                 f"cluster {args.address or 'local'}")
-        try:
-            return evaluate_ray(submissions, settings, args.address, done, num_cpus=args.workers)
-        except RayMissing as exc:
-            raise UsageError(str(exc)) from None
-    if gpus and workers > gpus and args.mode != "test":
-        report.err_console.print(f"warning: {workers} evaluators share {gpus} GPU(s): timed runs overlap on a "
-                                 "GPU, so timings are not clean (use this for --mode test)")
-    if not gpus and workers > 1 and args.mode != "test":
-        report.err_console.print(f"warning: {workers} evaluators share this machine's CPUs: timed runs overlap, so "
-                                 "timings are not clean (use this for --mode test)")
-    report.err_console.print(f"{workers} evaluator(s) in parallel on "
-                             + (f"{gpus} GPU(s)" if gpus else "the CPU"))
-    try:
-        again = lambda path: report.err_console.print(  # noqa: E731
-            f"{path.name}: timed out or crashed beside other evaluators: evaluated again alone at the end")
-        return evaluate_parallel(submissions, settings, slot_envs(gpus, workers, device.vendor), done, again)
-    except PoolError as exc:
-        raise UsageError(str(exc)) from None
