@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -97,6 +98,8 @@ def quit_orphans(exe: str, folder: Optional[str] = None) -> list[Path]:
     run still lives (another run on this machine), or whose folder names no run, is left alone."""
     found = []
     for root in sorted(Path(folder or tempfile.gettempdir()).glob(PREFIX + "*")):
+        if not (_own_folder(root) and _own_folder(root / "pipe")):  # (another user's, or a link: not ours)
+            continue
         try:
             owner = int((root / OWNER).read_text())
         except (OSError, ValueError):
@@ -107,11 +110,22 @@ def quit_orphans(exe: str, folder: Optional[str] = None) -> list[Path]:
         if (root / "pipe" / "control").exists():
             env = {**os.environ, PIPE: str(root / "pipe"), LOG: str(root / "log")}
             try:
-                subprocess.run([exe], input="quit\n", env=env, capture_output=True, text=True, timeout=10)
+                quit_ = subprocess.run([exe], input="quit\n", env=env, capture_output=True, text=True, timeout=10)
             except (OSError, subprocess.TimeoutExpired):
-                pass
+                continue  # (its folder stays: the only way to reach it; the next run tries again)
+            if quit_.returncode != 0:
+                continue
         shutil.rmtree(root, ignore_errors=True)
     return found
+
+
+def _own_folder(path: Path) -> bool:
+    """A real folder (not a link) of this user's."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
 
 
 def _alive(pid: int) -> bool:

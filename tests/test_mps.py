@@ -99,6 +99,18 @@ def test_a_daemon_left_by_a_killed_run_is_told_to_quit_and_a_live_runs_is_not(tm
         if owner:
             (root / mps.OWNER).write_text(owner)
         folders[name] = root
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "pipe").mkdir(parents=True)
+    (elsewhere / mps.OWNER).write_text(str(dead.pid))
+    (tmp_path / f"{mps.PREFIX}link").symlink_to(elsewhere)  # a link is nobody's daemon folder: left alone
     assert mps.quit_orphans(str(exe), str(tmp_path)) == [folders["dead"]]
     assert log.read_text() == f"{folders['dead'] / 'pipe'} quit\n"
     assert not folders["dead"].exists() and folders["live"].exists() and folders["unnamed"].exists()
+    assert elsewhere.exists()
+    # a daemon that did not take the quit keeps its folder (the only way to reach it) for the next run
+    failing = tmp_path / "failing-mps-control"
+    failing.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(1)\n")
+    failing.chmod(0o755)
+    (folders["live"] / mps.OWNER).write_text(str(dead.pid))
+    assert mps.quit_orphans(str(failing), str(tmp_path)) == [folders["live"]]
+    assert folders["live"].exists()

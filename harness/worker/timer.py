@@ -165,20 +165,21 @@ class CallTimer:
                          "replaced": list(self.replaced())}
         self._sync()
         if method == "competition":
-            free, _ = torch.cuda.mem_get_info()
-            fill = torch.empty(min(self.COMPETITION_FILL, int(free * self.FILL_SHARE) // 4), dtype=torch.float32,
-                               device="cuda").normal_()
-            del fill  # (as the competition does: its memory stays in the caching allocator)
-            begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
-            self._record(begin)
-            out = fn(data)
-            self._record(end)
-            self._event_sync(end)
-            self._sync()
-            seconds = self._elapsed(begin, end) / 1e3
+            try:
+                free, _ = torch.cuda.mem_get_info()
+                fill = torch.empty(min(self.COMPETITION_FILL, int(free * self.FILL_SHARE) // 4),
+                                   dtype=torch.float32, device="cuda").normal_()
+                del fill  # (as the competition does: its memory stays in the caching allocator)
+                begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
+                self._record(begin)
+                out = fn(data)
+                self._record(end)
+                self._event_sync(end)
+                self._sync()
+                seconds = self._elapsed(begin, end) / 1e3
+            finally:
+                torch.cuda.empty_cache()  # (the fill's memory back to the GPU, after the timed part)
         else:
-            torch.cuda.empty_cache()  # (the competition's fill, cached by the calls before)
-            self._sync()
             start = self._perf()
             out = fn(data)
             self._sync()
