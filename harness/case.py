@@ -155,9 +155,6 @@ class CaseInputs:
             output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout)
             self.fresh = None
         else:
-            if method and self.fresh is not None:  # (a diagnostic's inputs are in place, on the GPU too,
-                self._copy_in()                     # before the worker is asked: it may start at once)
-                synchronize(self.ctx.device)
             output, timing = self.clock.timed("calls", self.box.call, timed=timed, timeout=timeout, mark=mark,
                                               refill=self._copy_in if self.fresh is not None else None,
                                               **({"method": method} if method else {}))

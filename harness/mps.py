@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from harness.store import pid_alive
+
 PIPE = "CUDA_MPS_PIPE_DIRECTORY"
 LOG = "CUDA_MPS_LOG_DIRECTORY"
 PERSISTING_L2 = "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT"
@@ -104,7 +106,7 @@ def quit_orphans(exe: str, folder: Optional[str] = None) -> list[Path]:
             owner = int((root / OWNER).read_text())
         except (OSError, ValueError):
             continue
-        if _alive(owner):
+        if pid_alive(owner):
             continue
         found.append(root)
         if (root / "pipe" / "control").exists():
@@ -126,16 +128,6 @@ def _own_folder(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # (another user's process)
-        return True
-    return True
 
 
 def worker_view() -> Optional[Path]:

@@ -166,6 +166,8 @@ class Sandbox:
         start = time.perf_counter()
         if refill is not None:
             refill()
+            if self.device.is_gpu:  # (a fenced run's diagnostic call: the worker may start its kernels at once)
+                torch.cuda.synchronize()
         self._send({"op": "call", "timed": bool(timed), "mark": mark, **({"method": method} if method else {})})
         reply = self._answer(timeout, "a call of custom_kernel", "output")
         round_trip = time.perf_counter() - start

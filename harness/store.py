@@ -199,7 +199,7 @@ class Store:
     def _mark_dead_runs(self) -> None:
         """Runs left 'running' by a process of this machine that no longer exists: 'died'."""
         rows = self.db.execute("SELECT id, pid FROM runs WHERE status = 'running' AND pid IS NOT NULL").fetchall()
-        dead = [run_id for run_id, pid in rows if not _alive(pid)]
+        dead = [run_id for run_id, pid in rows if not pid_alive(pid)]
         with self.db:
             self.db.executemany("UPDATE runs SET status = 'died' WHERE id = ?", [(d,) for d in dead])
 
@@ -384,7 +384,8 @@ def git_commit() -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` may still run (a pid that cannot be checked counts as alive)."""
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

@@ -260,28 +260,23 @@ def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, 
     assert events == ["start", ("plan", "fenced"), "evaluate", "stop"]
 
 
-def test_a_diagnostic_call_in_a_fenced_run_finds_its_inputs_in_place():
+def test_a_diagnostic_call_in_a_fenced_run_finds_its_inputs_in_place(monkeypatch):
     """--diagnostics in a fenced run: the new inputs (pending for the fence's refill) are copied in and
     the device synchronised before the worker is asked for the call, which may start at once."""
-    import types
-
-    from harness.case import CaseInputs, PhaseClock
-
     class Asked(Exception):
         pass
 
-    seen = {}
+    events = []
+    box = object.__new__(sandbox.Sandbox)
+    box.device = types.SimpleNamespace(type="cuda", is_gpu=True)
+    box._slot = torch.zeros(2)
+    box._send = lambda msg, fds=(), ready=True: events.append(("send", msg.get("method")))
 
-    def call(**kwargs):
-        seen["data"] = [t.clone() for t in inputs.data]
-        seen["refill"] = kwargs.get("refill")
+    def answer(timeout, what, op):
         raise Asked
 
-    inputs = object.__new__(CaseInputs)
-    inputs.clock = PhaseClock({})
-    inputs.ctx = types.SimpleNamespace(device=types.SimpleNamespace(is_gpu=False, type="cpu"))
-    inputs.box = types.SimpleNamespace(fence=object(), call=call)
-    inputs.data, inputs.fresh = (torch.zeros(3), torch.zeros(2)), (torch.ones(3), torch.full((2,), 2.0))
+    box._answer = answer
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: events.append("sync"))
     with pytest.raises(Asked):
-        inputs.call(timed=True, deadline=1e18, method="isolated")
-    assert [t.tolist() for t in seen["data"]] == [[1.0] * 3, [2.0] * 2] and seen["refill"] is None
+        box.call(timed=True, timeout=5, refill=lambda: events.append("refill"), method="isolated")
+    assert events[-3:] == ["refill", "sync", ("send", "isolated")]
