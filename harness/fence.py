@@ -120,20 +120,7 @@ class Fence:
         fastest = []
         self.null_times, self.census_times = {}, []
         for nbytes in CALIBRATION_BYTES:
-            first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
-            slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
-            fresh, snapshot = torch.ones_like(first), torch.empty_like(slot)
-            times = []
-            for _ in range(NULL_CALLS):
-                seq = self.next_seq()
-                null_call(seq, slot.numel())
-                reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
-                if reading is None:
-                    raise FenceError("a null call did not signal within 10 s")
-                if self.held(reading):
-                    raise FenceError(f"during a null call {self.held(reading)}")
-                times.append(reading.interval_s)
-                self.census_times.append(reading.census_s)
+            times = self.null_series(null_call, nbytes, (), NULL_CALLS)
             self.null_times[nbytes] = times[4:]
             fastest.append(min(times[4:]))
         (b0, b1), (t0, t1) = CALIBRATION_BYTES, fastest
@@ -141,6 +128,26 @@ class Fence:
             raise FenceError(f"a null call costs {max(t0, t1) * 1e6:.0f} µs: the processes share no MPS server")
         per_byte = max(0.0, (t1 - t0) / (b1 - b0))
         self.cost = (t0 - per_byte * b0, per_byte)
+
+    def null_series(self, null_call: Callable[..., None], nbytes: int, steps: Sequence[str], calls: int) -> list[float]:
+        """The intervals of `calls` null calls with `nbytes` of first input + output, the worker doing
+        `steps` between GATE and DONE (harness/worker/loop.py, NULL_STEPS). FenceError when one does
+        not signal or finds an SM held."""
+        first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
+        slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
+        fresh, snapshot = torch.ones_like(first), torch.empty_like(slot)
+        times = []
+        for _ in range(calls):
+            seq = self.next_seq()
+            null_call(seq, slot.numel(), *([tuple(steps)] if steps else []))
+            reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
+            if reading is None:
+                raise FenceError("a null call did not signal within 10 s")
+            if self.held(reading):
+                raise FenceError(f"during a null call {self.held(reading)}")
+            times.append(reading.interval_s)
+            self.census_times.append(reading.census_s)
+        return times
 
     def _warm(self) -> None:
         """Flush after flush on the parent's stream for WARM_S (timed by the flushes themselves)."""

@@ -98,8 +98,8 @@ class Sandbox:
                 self._send({"op": "fence", "nbytes": fence.buffer.nbytes}, fds=[fence.buffer.fd], ready=False)
                 fence.buffer.close_fd()
 
-                def null_call(seq: int, nbytes: int) -> None:
-                    self._send({"op": "null", "seq": seq, "nbytes": nbytes}, ready=False)
+                def null_call(seq: int, nbytes: int, steps: tuple[str, ...] = ()) -> None:
+                    self._send({"op": "null", "seq": seq, "nbytes": nbytes, "steps": list(steps)}, ready=False)
                     if self._receive(10.0, "a null call of the fence").get("op") != "enqueued":
                         raise FenceError("the worker did not answer a null call")
 

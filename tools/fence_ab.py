@@ -3,7 +3,9 @@ runs, or whether each worker keeps its links to the MPS daemon (harness/mps.py).
 worker's calibrated fence cost and, at the end, how long the census took from its launch to every
 block counted in (fence.CENSUS_MAX_S is the limit), over the null calls and over every timed call.
 The rest of the command line is eval.py's.
-Usage: python3 tools/fence_ab.py [--census mid|gate|off] [--keep-view] -- EVAL_ARGS...
+With --null-steps, each worker also runs null calls doing each of a fenced call's own steps (its
+events, one kernel, the output's copy; harness/worker/loop.py NULL_STEPS) and prints their intervals.
+Usage: python3 tools/fence_ab.py [--census mid|gate|off] [--keep-view] [--null-steps] -- EVAL_ARGS...
 """
 import argparse
 import atexit
@@ -17,15 +19,29 @@ from harness import fence, launch  # noqa: E402
 from harness.cli import main  # noqa: E402
 
 
-def patch(census: str, keep_view: bool) -> None:
+STEP_SETS = ((), ("events",), ("kernel",), ("events", "kernel"), ("events", "kernel", "copy"))
+
+
+def patch(census: str, keep_view: bool, null_steps: bool = False) -> None:
     fence.Fence.census_at = None if census == "off" else census
     calibrate = fence.Fence.calibrate
 
     def calibrated(self, null_call):
         try:
             calibrate(self, null_call)
+            if null_steps:
+                steps_report(self, null_call)
         finally:
             report(self)
+
+    def steps_report(self, null_call):
+        for nbytes in (1 << 17, 1 << 23):
+            for steps in STEP_SETS:
+                times = self.null_series(null_call, nbytes, steps, 28)[4:]
+                print(f"[fence_ab] null steps {'+'.join(steps) or 'none':<18} {nbytes >> 11:>5} KiB out: "
+                      f"min {min(times) * 1e6:6.1f} p25 {statistics.quantiles(times, n=4)[0] * 1e6:6.1f} "
+                      f"med {statistics.median(times) * 1e6:6.1f} max {max(times) * 1e6:6.1f} µs",
+                      file=sys.stderr, flush=True)
 
     def report(self):
         base, per_byte = self.cost or (float("nan"), float("nan"))
@@ -64,7 +80,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--census", choices=("mid", "gate", "off"), default="mid")
     parser.add_argument("--keep-view", action="store_true")
+    parser.add_argument("--null-steps", action="store_true")
     args = parser.parse_args(argv[:split])
-    patch(args.census, args.keep_view)
+    patch(args.census, args.keep_view, args.null_steps)
     sys.argv = ["eval.py", *argv[split + 1:]]
     sys.exit(main())

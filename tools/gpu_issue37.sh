@@ -35,7 +35,7 @@ timeout 50 python3 eval.py --mode leaderboard --sandbox require --no-progress --
   --submission submissions/torch_loop.py --logs /tmp/l5 --json "$OUT/loop_fenced.json" > "$OUT/loop_fenced.txt" 2>&1
 echo "torch_loop fenced: exit $? wall $(wall $t1) s"
 fi
-cp -r /tmp/l2 /tmp/l3 "$OUT/" 2>/dev/null
+tar czf "$OUT/logs37.tgz" -C /tmp l2 l3 2>/dev/null
 echo "--- one file"; grep "geomean\|wall\|clocks" "$OUT/one.txt" | tail -3 | cut -c1-200
 echo "--- honest"; grep "fence_ab\|wall" "$OUT/honest.txt" | cut -c1-250; python3 tools/fence_table.py "$OUT/honest.json" | grep -v "^ *test"
 echo "--- attacks"; grep "fence_ab\|wall" "$OUT/attacks.txt" | cut -c1-250; python3 tools/fence_table.py "$OUT/attacks.json" | grep -v "^ *test [^1]" | cut -c1-250
