@@ -223,6 +223,8 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     elapsed = time.monotonic() - start
     clocks, clock_warnings = calls.gauges.finish() if calls.gauges else ({}, ())
     diagnostics: dict[str, Any] = {}
+    if not issue and inputs.box.fence is not None:  # the worker's own events, beside the fenced number
+        issue, calls.kernel = _method_calls(inputs, "events", calls.next_seed, deadline)
     if ctx.diagnostics and not issue:  # (after the watch: the competition's fill is not the calls' power)
         issue, diagnostics = _diagnostics(inputs, calls.next_seed, deadline)
     if issue:
@@ -286,8 +288,6 @@ class _TimedCalls:
             self.host.append(timing.host_s)
             self.tails.append(timing.tail_s)
             self.caught_up.append(timing.caught_up)
-            if timing.kernel_s is not None:
-                self.kernel.append(timing.kernel_s)
             self.progress("call", case=inputs.case, done=len(self.device),
                           total=inputs.ctx.problem.spec.timing.max_runs)
             self.matched = verdict.reason
@@ -298,26 +298,37 @@ class _TimedCalls:
     def tail_issue(self) -> Optional[str]:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running
         # after DONE meets the next call's census: the worker's own tail says nothing of the number.
-        return None if self.kernel else tail_problem(self.tails, self.device)
+        return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)
 
 
-DIAGNOSTIC_CALLS = 5  # --diagnostics: calls per case and method
+DIAGNOSTIC_CALLS = 5  # --diagnostics, and a fenced run's `events µs`: calls per case and method
+
+
+def _method_calls(inputs: CaseInputs, method: str, next_seed: Callable[[], int],
+                  deadline: float) -> tuple[Optional[str], list[float]]:
+    """DIAGNOSTIC_CALLS calls timed by the worker's `method` (harness/worker/timer.py, `diagnose`), each
+    on fresh inputs and judged like any call; (the first failure's reason or None, their times)."""
+    samples = []
+    for n in range(DIAGNOSTIC_CALLS):
+        inputs.refill(next_seed())
+        verdict, timing = inputs.call(timed=True, deadline=deadline, method=method)
+        if not verdict.ok:
+            return f"{method}-timed call {n + 1}: {verdict.reason}", []
+        samples.append(timing.device_s)
+    return None, samples
 
 
 def _diagnostics(inputs: CaseInputs, next_seed: Callable[[], int],
                  deadline: float) -> tuple[Optional[str], dict[str, Optional[Stats]]]:
-    """--diagnostics: DIAGNOSTIC_CALLS calls timed the competition's way, then as many isolated ones,
-    each on fresh inputs and judged like any call; (the first failure's reason or None, CaseResult's
-    `competition` and `isolated`). The worker times them: diagnostics beside the ranked number."""
-    times: dict[str, list[float]] = {"competition": [], "isolated": []}
-    for method, samples in times.items():
-        for n in range(DIAGNOSTIC_CALLS):
-            inputs.refill(next_seed())
-            verdict, timing = inputs.call(timed=True, deadline=deadline, method=method)
-            if not verdict.ok:
-                return f"{method}-timed call {n + 1} (--diagnostics): {verdict.reason}", {}
-            samples.append(timing.device_s)
-    return None, {method: summarize(samples) for method, samples in times.items()}
+    """--diagnostics: calls timed the competition's way, then isolated ones (`_method_calls`); (the
+    first failure's reason or None, CaseResult's `competition` and `isolated`). The worker times
+    them: diagnostics beside the ranked number."""
+    found = {}
+    for method in ("competition", "isolated"):
+        failed, found[method] = _method_calls(inputs, method, next_seed, deadline)
+        if failed:
+            return f"{failed} (--diagnostics)", {}
+    return None, {method: summarize(samples) for method, samples in found.items()}
 
 
 def _energy(inputs: CaseInputs, meter: Any, calls: EnergyBlock, device_times: list[float],

@@ -196,8 +196,7 @@ class Sandbox:
         the gate, the parent's stream refills the inputs (`refill_rest()`, then `first` = (shared
         first input, its new value)), flushes L2, opens the gate and takes a snapshot of the slot
         once the worker signals. Returns the snapshot (or what the worker returned, when it did not
-        fit the slot) and the timing: `device_s` the parent's measurement, `kernel_s` the worker's
-        own events, `host_s` how long the worker took to enqueue the call, `caught_up` whether the
+        fit the slot) and the timing: `device_s` the parent's measurement, `host_s` how long the worker took to enqueue the call, `caught_up` whether the
         parent opened the gate before the call was enqueued."""
         fence, deadline = self.fence, time.monotonic() + timeout
         seq = fence.next_seq()
@@ -237,8 +236,7 @@ class Sandbox:
         own = self._answer(max(1.0, deadline - time.monotonic()), "the call's own timing", "output")
         try:
             timing = CallTiming(reading.call_s, enqueued, _number(own["tail_s"]),
-                                tuple(_text(r, 80) for r in list(own["replaced"])[:10]), caught_up=not ready,
-                                kernel_s=_number(own["device_s"]))
+                                tuple(_text(r, 80) for r in list(own["replaced"])[:10]), caught_up=not ready)
             layout = reply["layout"]
             described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
                                      _text(layout["device"], 20))

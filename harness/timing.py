@@ -24,7 +24,6 @@ class CallTiming:
     replaced: tuple[str, ...]  # timer functions found replaced after the call
     caught_up: bool = False  # the GPU had passed the start event when the call returned: it may
                              # have waited for the call's launches inside the timed interval
-    kernel_s: Optional[float] = None  # fenced calls: the worker's own events around the call (a diagnostic)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -83,14 +83,17 @@ def own_tmp(tmp_path, monkeypatch):
     return folder
 
 
-def gpu_case_inputs(spec, call):
+def gpu_case_inputs(spec, call, fenced=False):
     """What the engine's `_benchmark_case` reads of a case's inputs, with GPU flags and `call(timed,
-    deadline)` standing in for the worker: the engine's own timing code runs on the CPU."""
+    deadline[, method])` standing in for the worker: the engine's own timing code runs on the CPU.
+    `fenced`: the box has a fence (the parent's clock), so the engine also asks for the worker's own
+    event-timed calls (method "events")."""
     import types
 
     ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=spec, bytes_moved=lambda data: {"bf16": 1000}),
                                 graph=False, device=types.SimpleNamespace(is_gpu=True),
                                 timed_seeds=lambda case: (lambda: 1), watch=None, energy=False,
                                 diagnostics=False)
-    return types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=None, pristine=None,
+    box = types.SimpleNamespace(fence=object() if fenced else None)
+    return types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=box, pristine=None,
                                  call=call, refill=lambda seed: None)

@@ -277,7 +277,9 @@ class _ScriptedCalls:
     the next scripted sync tail (device time 20 µs)."""
 
     def __init__(self, ctx, case, tails):
-        self.ctx, self.case, self.box, self.tails = ctx, case, None, iter(tails)
+        import types
+
+        self.ctx, self.case, self.box, self.tails = ctx, case, types.SimpleNamespace(fence=None), iter(tails)
         self.pristine = ctx.problem.generate(case.args, case.seed, ctx.device.torch_device)
 
     def refill(self, seed):

@@ -13,17 +13,17 @@ Protocol (parent -> worker, worker -> parent):
   parent: {"op": "call", timed, fence: seq}  (fenced GPU runs, harness/fence.py) enqueue the call behind
                                        the GATE flag, the output's copy and DONE := seq, without waiting
                                         -> {"op": "enqueued", copied, layout, host_s}
-          then {"op": "collect"}       -> {"op": "output", ... as above} (this process's own event times)
+          then {"op": "collect"}       -> {"op": "output", ... as above, without device_s: no events are
+                                       recorded around a fenced call)
   parent: {"op": "capture"}            capture one call in a CUDA graph; later calls replay it, until
                                        the next inputs -> {"op": "captured", ok, message}
   parent: {"op": "profile", rows}      one call under torch.profiler -> {"op": "profile", table}
   parent: {"op": "exit"}
 Before the submission is imported, a worker started with MLA_EVAL_FENCE=1 on an NVIDIA GPU says
 {"op": "fence-ready"}; the parent answers {"op": "fence", nbytes} + the flags' descriptor (or nothing),
-any number of {"op": "null", seq, nbytes} (the GATE -> DONE handover with nothing between, -> {"op":
-"enqueued"}: the fence's own cost, measured while nothing of the submission's exists; what a call
-does besides its own work, its events and its output's copy into the slot, is the call's: a
-submission could leave them out), then {"op": "import"}.
+any number of {"op": "null", seq, nbytes, steps} (GATE, the named steps of NULL_STEPS, DONE -> {"op":
+"enqueued"}: the fence's own cost, measured while nothing of the submission's exists; the output's
+copy into the slot is the call's: a submission could leave it out), then {"op": "import"}.
   any failing call -> {"op": "error", kind, message}
 `mark` (audit runs): an NVTX range pushed around the call and the copy, so the profiler can tell
 the calls apart.
@@ -219,14 +219,11 @@ def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
     from harness.shared_memory import DONE, GATE
 
     stream = torch.cuda.current_stream()
-    flags.wait(stream, GATE, seq)
-    begin, end = timer._event(enable_timing=True), timer._event(enable_timing=True)
-    timer._record(begin)
+    flags.wait(stream, GATE, seq)  # (no events of the worker's in the interval: they cost ~5 µs under MPS)
     start = timer._perf()
     try:
         out = call(data)
         host = timer._perf() - start
-        timer._record(end)
         problem = _hygiene(out, data)
         if problem:
             return {"op": "error", "kind": "bad output", "message": problem}, None
@@ -238,12 +235,11 @@ def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
         flags.write(torch.cuda.current_stream(), DONE, seq)
 
     def output() -> dict[str, Any]:
-        timer._event_sync(end)
         tail_start = timer._perf()
         timer._sync()
         tail = timer._perf() - tail_start
-        return {"op": "output", "copied": copied, "layout": layout, "device_s": timer._elapsed(begin, end) / 1e3,
-                "host_s": host, "tail_s": tail, "caught_up": False, "replaced": list(timer.replaced())}
+        return {"op": "output", "copied": copied, "layout": layout, "host_s": host, "tail_s": tail,
+                "caught_up": False, "replaced": list(timer.replaced())}
 
     output.keep = out  # the output lives until its copy into the slot has run
     return {"op": "enqueued", "copied": copied, "layout": layout, "host_s": host}, output
