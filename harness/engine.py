@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import secrets
 import sys
 import time
@@ -236,7 +237,8 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     device = summarize(calls.device)
     return case_result(case, True, calls.matched, device=device, host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
-                       kernel=summarize(calls.kernel) if calls.kernel else None, tail=summarize(calls.tails),
+                       kernel=summarize(calls.kernel) if calls.kernel else None, slot_copy_s=_slot_copy_s(inputs),
+                       tail=summarize(calls.tails),
                        bytes=moved, clocks=clocks, **energy, **diagnostics,
                        warnings=method_notes + noise_warnings(calls.device, device, elapsed, timing.max_seconds,
                                                               timing.target_rel_ci,
@@ -299,6 +301,16 @@ class _TimedCalls:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running
         # after DONE meets the next call's census: the worker's own tail says nothing of the number.
         return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)
+
+
+def _slot_copy_s(inputs: CaseInputs) -> Optional[float]:
+    """Fenced: what the output's copy into the slot costs inside the case's ranked time (the fence's
+    null calls), shown beside it; None unfenced."""
+    fence = inputs.box.fence
+    if fence is None:
+        return None
+    shape, dtype = inputs.layout
+    return fence.copy_s(math.prod(shape) * dtype.itemsize)
 
 
 DIAGNOSTIC_CALLS = 5  # --diagnostics, and a fenced run's `events µs`: calls per case and method

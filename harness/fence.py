@@ -13,9 +13,10 @@ The worker enqueues its side first (its launches wait behind GATE, so they are n
 the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
 own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's
 own cost, which the parent measures with null calls before the worker imports the submission
-(`calibrate`): the hand-over from GATE to DONE with nothing between, and the parent's own steps. What
-the worker's side does around a call (its events, the output's copy into the slot) stays in the
-number: a submission that patched them away would otherwise gain what was subtracted. The parent
+(`calibrate`): the hand-over from GATE to DONE with one trivial kernel between (the dispatch every
+call with a kernel has), and the parent's own steps. The worker records no events inside the
+interval. The output's copy into the slot stays in the number (a submission that wrote its output
+there itself would otherwise gain what was subtracted); `copy_s` says how much of it that is. The parent
 judges the snapshot: an output that was not complete when the parent's stream took it fails,
 whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
 copies lands inside the interval (the output depends on it); the first input (q) is written after
@@ -99,6 +100,7 @@ class Fence:
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
         self.seq = 0
         self.cost: Optional[tuple[float, float]] = None  # (seconds, seconds per byte) of the fence itself
+        self.copy_cost: Optional[tuple[float, float]] = None  # the same of the output's copy into the slot
         torch.cuda.synchronize()
 
     def next_seq(self) -> int:
@@ -108,6 +110,14 @@ class Fence:
     def cost_s(self, nbytes: int) -> float:
         base, per_byte = self.cost or (0.0, 0.0)
         return base + per_byte * nbytes
+
+    def copy_s(self, nbytes: int) -> Optional[float]:
+        """What the worker's copy of an `nbytes` output into the slot costs inside a reading (it is
+        not subtracted: a submission could write its output there itself), or None before calibrating."""
+        if self.copy_cost is None:
+            return None
+        base, per_byte = self.copy_cost
+        return max(0.0, base + per_byte * nbytes)
 
     def calibrate(self, null_call: Callable[..., None]) -> None:
         """The fence's own cost, from null calls at two sizes of the first input + output (the parent
@@ -133,6 +143,13 @@ class Fence:
             raise FenceError(f"a null call costs {max(t0, t1) * 1e6:.0f} µs: the processes share no MPS server")
         per_byte = max(0.0, (t1 - t0) / (b1 - b0))
         self.cost = (t0 - per_byte * b0, per_byte)
+        copies = []  # the same null calls with a copy of the slot's size: what the output's copy costs
+        for nbytes, base in zip(CALIBRATION_BYTES, typical):
+            copies.append(max(0.0, statistics.median(self.null_series(null_call, nbytes, NULL_STEPS + ("copy",),
+                                                                      NULL_CALLS)[4:]) - base))
+        (s0, s1) = (n - n // 2 for n in CALIBRATION_BYTES)
+        per_byte = max(0.0, (copies[1] - copies[0]) / (s1 - s0))
+        self.copy_cost = (copies[0] - per_byte * s0, per_byte)
 
     def null_series(self, null_call: Callable[..., None], nbytes: int, steps: Sequence[str], calls: int) -> list[float]:
         """The intervals of `calls` null calls with `nbytes` of first input + output, the worker doing

@@ -34,8 +34,10 @@ class CaseResult:
     samples: tuple[float, ...] = ()  # every timed call's device seconds, in order (exported to JSON)
     caught_up: tuple[bool, ...] = ()  # per timed call: the GPU had passed the start event when the call
                                       # returned, so it may have waited for launches (exported to JSON)
-    kernel: Optional[Stats] = None  # fenced runs: the worker's own events around each call (a diagnostic;
+    kernel: Optional[Stats] = None  # fenced runs: calls timed by the worker's own events (a diagnostic;
                                     # `device` is the parent's measurement, the number that ranks)
+    slot_copy_s: Optional[float] = None  # fenced runs: what the output's copy into the slot costs inside
+                                    # the ranked number (the fence's null calls; not subtracted)
     clocks: dict = dataclasses.field(default_factory=dict)  # the GPU's clocks, temperature, power and
                                     # throttling over the timed calls (harness/gpuwatch.py; {} where not watched)
     energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/gpuwatch.py)

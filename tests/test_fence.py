@@ -130,10 +130,12 @@ def test_the_engine_ranks_the_fences_numbers_and_keeps_the_workers_apart(problem
     case = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
     assert case.ok and case.device.median == 50e-6 and case.kernel.median == 50e-9
     assert methods.count("events") == 5 and methods[-5:] == ["events"] * 5
+    assert case.slot_copy_s == pytest.approx(4 * 16 * 512 * 2 * 1e-12)  # the fence's figure for the output's size
     (row,) = export_rows([SubmissionResult("x.py", "0" * 64, cases=[case],
                                            audit="verified: the parent's clock, fenced around each call")],
                          lambda args: "c", None)
     assert row["median_us"] == pytest.approx(50.0) and row["kernel_us"] == pytest.approx(0.05)
+    assert row["slot_copy_us"] == pytest.approx(case.slot_copy_s * 1e6)
     assert row["timing_verified"] is True
 
 

@@ -38,9 +38,11 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "pct_bandwidth": gbps * 1e9 / bandwidth * 100 if gbps and bandwidth else None,
         "audit_us": c.audit_s * 1e6 if c.audit_s is not None else None,
         "kernel_us": c.kernel.median * 1e6 if c.kernel else None,  # fenced runs: the worker's own events
-        # fenced runs: what the ranked median holds beyond the worker's own events (the output's copy
-        # into the slot, the launch gaps of the worker's queued work, the hand-over's spread)
+        # fenced runs: the ranked median less the worker's event-timed calls (the output's copy into the
+        # slot, the hand-over's spread, and the worker's events' own error)
         "outside_us": (d["median"] - c.kernel.median * 1e6) if c.kernel and d.get("median") is not None else None,
+        # fenced runs: the output's copy into the slot, inside the ranked median (measured by the fence)
+        "slot_copy_us": c.slot_copy_s * 1e6 if c.slot_copy_s is not None else None,
         # --diagnostics (the worker's numbers): the competition's timing (its mean), and the wall time of an
         # isolated call (call + synchronize, the GPU idle before it) less the ranked median
         "competition_us": c.competition.mean * 1e6 if c.competition else None,
@@ -122,6 +124,7 @@ def _notes(heading: str, items: Sequence[tuple[str, str]]) -> RenderResult:
 
 _CASE_COLUMNS = (  # (key, title, format) in display order; NARROW_DROPS says which go first on a narrow terminal
     ("median_us", "median µs", _us), ("kernel_us", "events µs", _us), ("outside_us", "outside events µs", _us),
+    ("slot_copy_us", "slot copy µs", _us),
     ("competition_us", "comp µs", _us), ("host_overhead_us", "host overhead µs", _us),
     ("mean_us", "mean µs", _us), ("std_us", "std µs", _us),
     ("min_us", "min µs", _us), ("max_us", "max µs", _us), ("runs", "runs", _num), ("host_us", "host µs", _us),
@@ -129,9 +132,10 @@ _CASE_COLUMNS = (  # (key, title, format) in display order; NARROW_DROPS says wh
     ("pct_bandwidth", "% of BW", lambda x: _num(x, "{:.0f}%")), ("audit_us", "audit µs", _us),
     ("energy_mj", "mJ/call", lambda x: _num(x, "{:,.3f}")), ("sm_mhz_min", "SM MHz", _num),
 )
-OPTIONAL_COLUMNS = ("energy_mj", "sm_mhz_min", "kernel_us", "outside_us", "competition_us", "host_overhead_us")
+OPTIONAL_COLUMNS = ("energy_mj", "sm_mhz_min", "kernel_us", "outside_us", "slot_copy_us", "competition_us",
+                    "host_overhead_us")
 NARROW_DROPS = ("sm_mhz_min", "tail_us", "host_us", "std_us", "mean_us", "audit_us", "max_us", "min_us", "gbps",
-                "runs", "energy_mj", "host_overhead_us", "competition_us", "outside_us", "kernel_us")
+                "runs", "energy_mj", "host_overhead_us", "competition_us", "slot_copy_us", "outside_us", "kernel_us")
 
 
 

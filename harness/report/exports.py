@@ -101,7 +101,7 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """`rows` (in the leaderboard's order) as one Markdown table under the run's facts; a rank
     column first, except on the CPU (meta `cpu_timing`), where CPU_BANNER says why there is none."""
     energy = any(r.get("energy_mj") is not None for r in rows)
-    optional = [k for k in ("kernel_us", "outside_us", "competition_us", "host_overhead_us")
+    optional = [k for k in ("kernel_us", "outside_us", "slot_copy_us", "competition_us", "host_overhead_us")
                 if any(r.get(k) is not None for r in rows)]
     cols = ([] if meta.get("cpu_timing") else ["rank"]) + ["submission", "passed", "timing_verified", "geomean_us",
             "geomean_ci_us", "geomean_pct_bandwidth", *(["geomean_energy_mj"] if energy else []), "kind", "case",
