@@ -106,7 +106,7 @@ class CaseInputs:
         self.floor_s = ctx.floor_s(self.pristine)
         self.layout = ctx.problem.layout(self.pristine)
         self.fresh: Any = None  # new inputs not yet copied in (on the CPU: by the next call)
-        self.last: Optional[tuple[torch.Tensor, Any]] = None  # the last passing output and its expected one
+        self.last: Optional[tuple[torch.Tensor, Any]] = None  # --energy: the last passing output, its expected one
         self._scratch: Any = None  # harness_only's private copy of the inputs and its flush buffer
 
     def share(self, box: Sandbox) -> None:
@@ -170,7 +170,7 @@ class CaseInputs:
             return Verdict(False, layout_problem(output, shape, dtype, self.ctx.device.torch_device)), timing
         verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
                                    self.data, lambda out: problem.check(out, self.expected))
-        if verdict.ok and timed:
+        if verdict.ok and timed and self.ctx.energy:  # (--energy only: its expected paths hold the inputs)
             self.last = (output, self.expected)
         if verdict.ok and not method:
             issue = timing_problem(timing, self.floor_s if timed else None)

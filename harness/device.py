@@ -143,6 +143,15 @@ def measure_copy_bandwidth(size_bytes: int = 1 << 30, repeats: int = 10, rounds:
     return best
 
 
+def release_cached(info: DeviceInfo) -> None:
+    """Hand the memory PyTorch's allocator keeps cached back to the GPU (the parent runs every case
+    of every file in one process: a large case's leftovers would crowd out the next worker)."""
+    import torch
+
+    if info.is_gpu:
+        torch.cuda.empty_cache()
+
+
 def synchronize(info: DeviceInfo) -> None:
     import torch
 

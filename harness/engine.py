@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from harness import audit
 from harness.case import CaseInputs, PhaseClock, RunContext, case_result
+from harness.device import release_cached
 from harness.energy import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.launch import WorkerProcess, log_path
 from harness.results import CaseResult, SubmissionResult
@@ -160,6 +161,9 @@ def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optio
             clock.timed("audit wait", auditor[0].settle)
         progress("case_start", case=case, action=action)
         try:
+            if i:
+                inputs = None  # the last case's buffers go before the next one's are made
+                release_cached(ctx.device)
             inputs = first if i == 0 else CaseInputs(ctx, case, clock)
             inputs.share(box)
             if action == "test":

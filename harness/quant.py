@@ -26,53 +26,76 @@ def e8m0_dtype() -> torch.dtype:
     return getattr(torch, "float8_e8m0fnu", torch.uint8)
 
 
+CHUNK_ROWS = 1 << 15  # rows converted at a time: the float32 temporaries of a whole 256×8k cache need
+                     # tens of GiB, enough to run an 80 GB GPU out of memory beside a worker
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, x.shape[-1])
+
+
 # ---------------------------------------------------------------- fp8, one scale per tensor
 def quantize_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """x ≈ q.float() * scale with scale = amax / fp8_max (a float32 tensor of shape (1,))."""
     fp8_max = torch.finfo(dtype).max
     amax = x.abs().amax().float().clamp(min=1e-12)
     scale = (amax / fp8_max).reshape(1)
-    q = (x.float() / scale).clamp(-fp8_max, fp8_max).to(dtype)
-    return q, scale
+    flat = _rows(x)
+    q = torch.empty(flat.shape, dtype=dtype, device=x.device)
+    for i in range(0, flat.shape[0], CHUNK_ROWS):
+        q[i:i + CHUNK_ROWS] = (flat[i:i + CHUNK_ROWS].float() / scale).clamp(-fp8_max, fp8_max).to(dtype)
+    return q.reshape(x.shape), scale
 
 
 def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    return q.float() * scale.float()
+    return q.float().mul_(scale.float())
 
 
 # ---------------------------------------------------------------- mxfp4, one scale per 32
 def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Quantize along the last dim (a multiple of 32).
+    """Quantize along the last dim (a multiple of 32), CHUNK_ROWS rows at a time.
 
     Returns (packed uint8 [..., D/2], scales e8m0 [rows, 24]) with rows = x.numel() // D.
     """
     d = x.shape[-1]
     if d % MX_BLOCK:
         raise ValueError(f"mxfp4 needs the last dim to be a multiple of {MX_BLOCK}, got {d}")
-    blocks = x.float().reshape(-1, d // MX_BLOCK, MX_BLOCK)
+    flat = _rows(x)
+    packed = torch.empty(flat.shape[0], d // 2, dtype=torch.uint8, device=x.device)
+    scales = torch.full((flat.shape[0], SCALE_COLUMNS_PADDED), E8M0_BIAS, dtype=torch.uint8, device=x.device)
+    for i in range(0, flat.shape[0], CHUNK_ROWS):
+        packed[i:i + CHUNK_ROWS], scales[i:i + CHUNK_ROWS, : d // MX_BLOCK] = _mxfp4_rows(flat[i:i + CHUNK_ROWS])
+    return packed.reshape(*x.shape[:-1], d // 2), scales.view(e8m0_dtype())
+
+
+def _mxfp4_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(packed codes, biased exponents) of a (rows, D) block."""
+    d = rows.shape[-1]
+    blocks = rows.float().reshape(-1, d // MX_BLOCK, MX_BLOCK)
     amax = blocks.abs().amax(dim=-1)
     # Round amax up at its 2nd mantissa bit (aiter's "even" rounding), keep the exponent.
     bits = amax.view(torch.int32) + 0x200000
     exp = ((bits >> 23) & 0xFF) - 127 - 2  # floor(log2(rounded amax)) - emax(e2m1)
     exp = torch.where(amax == 0, torch.full_like(exp, -127), exp).clamp(-127, 127)
     scaled = blocks / torch.exp2(exp.float()).unsqueeze(-1)
-    codes = _e2m1_encode(scaled).reshape(*x.shape[:-1], d)
-    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).to(torch.uint8)
-
-    rows = blocks.shape[0]
-    scales = torch.full((rows, SCALE_COLUMNS_PADDED), E8M0_BIAS, dtype=torch.uint8, device=x.device)
-    scales[:, : d // MX_BLOCK] = (exp + E8M0_BIAS).to(torch.uint8)
-    return packed, scales.view(e8m0_dtype())
+    codes = _e2m1_encode(scaled).reshape(-1, d)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).to(torch.uint8), (exp + E8M0_BIAS).to(torch.uint8)
 
 
 def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """Inverse of quantize_mxfp4: float32 [..., 2 * packed.shape[-1]]."""
+    """Inverse of quantize_mxfp4: float32 [..., 2 * packed.shape[-1]], CHUNK_ROWS rows at a time."""
     d = packed.shape[-1] * 2
     nblocks = d // MX_BLOCK
-    codes = torch.stack((packed & 0xF, packed >> 4), dim=-1).reshape(*packed.shape[:-1], d)
-    values = _e2m1_decode(codes).reshape(-1, nblocks, MX_BLOCK)
-    exp = scales.view(torch.uint8)[: values.shape[0], :nblocks].to(torch.int32) - E8M0_BIAS
-    return (values * torch.exp2(exp.float()).unsqueeze(-1)).reshape(*packed.shape[:-1], d)
+    flat = _rows(packed)
+    exps = scales.view(torch.uint8)[: flat.shape[0], :nblocks]
+    out = torch.empty(flat.shape[0], d, dtype=torch.float32, device=packed.device)
+    for i in range(0, flat.shape[0], CHUNK_ROWS):
+        part = flat[i:i + CHUNK_ROWS]
+        codes = torch.stack((part & 0xF, part >> 4), dim=-1).reshape(part.shape[0], d)
+        values = _e2m1_decode(codes).reshape(-1, nblocks, MX_BLOCK)
+        exp = exps[i:i + CHUNK_ROWS].to(torch.int32) - E8M0_BIAS
+        out[i:i + CHUNK_ROWS] = (values * torch.exp2(exp.float()).unsqueeze(-1)).reshape(-1, d)
+    return out.reshape(*packed.shape[:-1], d)
 
 
 def _e2m1_encode(v: torch.Tensor) -> torch.Tensor:
