@@ -27,7 +27,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
 
 FORMAT = "mla-eval replay bundle"
 VERSION = 1
@@ -97,11 +100,12 @@ def harness_version() -> str:
         return "unknown (not installed)"
 
 
-def build(args: Any, task_path: Path, submissions: Sequence[tuple[str, str, str]], seed: Optional[int],
-          results: dict[str, Any], environment: dict[str, Any], argv: Sequence[str]) -> dict[str, Any]:
-    """The bundle of a finished run. `submissions`: (path, display name, sha256 the run evaluated);
-    a file that changed since it was evaluated is refused (BundleError), so the bundle holds exactly
-    what ran. `results`: report.json_document's."""
+def build(config: RunConfig, submissions: Sequence[tuple[str, str, str]], results: dict[str, Any],
+          environment: dict[str, Any]) -> dict[str, Any]:
+    """The bundle of a finished run of `config` (harness/config.py RunConfig: its task, seed, flags and
+    command line). `submissions`: (path, display name, sha256 the run evaluated); a file that changed
+    since it was evaluated is refused (BundleError), so the bundle holds exactly what ran. `results`:
+    report.json_document's."""
     from harness.store import git_commit
 
     packed = []
@@ -111,15 +115,16 @@ def build(args: Any, task_path: Path, submissions: Sequence[tuple[str, str, str]
             raise BundleError(f"--bundle: {path} changed after it was evaluated (sha256 {entry['sha256'][:12]}, "
                               f"evaluated {evaluated[:12]}): no bundle written")
         packed.append({"path": str(Path(path).resolve()), "name": name, **entry})
+    task_path = Path(config.task)
     files = task_files(task_path)
     root = Path(os.path.commonpath([str(f.parent) for f in files]))
-    flags = {dest: getattr(args, dest, None) for dest in EVALUATION_FLAGS}
-    flags["shape"] = [",".join(f"{k}={v}" for k, v in case.items()) for case in (args.shape or [])]
-    baseline = getattr(args, "baseline", None)
+    flags = {dest: getattr(config, dest) for dest in EVALUATION_FLAGS}
+    flags["shape"] = [",".join(f"{k}={v}" for k, v in case.items()) for case in (config.cases or [])]
+    baseline = config.baseline
     return {
         "format": FORMAT, "version": VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": list(argv), "flags": flags, "seed": seed,
+        "command": list(config.argv), "flags": flags, "seed": config.seed,
         "baseline": next((i for i, s in enumerate(packed) if baseline and Path(s["path"]) == Path(baseline).resolve()),
                          None),
         "harness": {"version": harness_version(), "git_commit": git_commit()},
@@ -219,11 +224,11 @@ def materialize(bundle: dict[str, Any], workdir: Path) -> tuple[list[Path], Path
     return paths, task_path, notes
 
 
-def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, defaults: Any) -> list[str]:
-    """Set `args` (the replay's own, parsed) to the bundle's evaluation: its flags, seed, files and
-    baseline; the lines that say what runs. A flag that decides what is evaluated may be given beside
-    --replay only with the bundle's own value, that is, where it differs from `defaults` (the command
-    line's own defaults; else BundleError names the first)."""
+def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, defaults: Any) -> tuple[dict[str, Any], list[str]]:
+    """The bundle's evaluation as values over the replay's own parsed `args` (argparse dest -> value:
+    its flags, seed, files and baseline), and the lines that say what runs. A flag that decides what is
+    evaluated may be given beside --replay only with the bundle's own value, that is, where it differs
+    from `defaults` (the command line's own defaults; else BundleError names the first)."""
     recorded = {**bundle["flags"], "seed": bundle["seed"]}
     given = [flag for dest, flag in FROM_BUNDLE.items() if getattr(args, dest, None) != getattr(defaults, dest, None)
              and (dest not in recorded or getattr(args, dest) != recorded[dest])]
@@ -231,23 +236,17 @@ def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, defaults: Any)
         raise BundleError(f"--replay takes the run's flags from the bundle; {given[0]} does not go with it "
                           "(unless with the bundle's value)")
     paths, task_path, notes = materialize(bundle, workdir)
-    for dest, value in bundle["flags"].items():
-        if dest in EVALUATION_FLAGS:
-            setattr(args, dest, value)
-    args.shape = list(bundle["flags"].get("shape") or [])
-    args.submission = [str(p) for p in paths]
-    args.task = str(task_path)
-    args.seed = bundle["seed"]
-    args.exclude = []
     index = bundle.get("baseline")
-    args.baseline = str(paths[index]) if isinstance(index, int) and 0 <= index < len(paths) else None
-    args.replaying = bundle
+    values = {dest: value for dest, value in bundle["flags"].items() if dest in EVALUATION_FLAGS}
+    values.update(shape=list(bundle["flags"].get("shape") or []), submission=[str(p) for p in paths],
+                  task=str(task_path), seed=bundle["seed"], exclude=[],
+                  baseline=str(paths[index]) if isinstance(index, int) and 0 <= index < len(paths) else None)
     from harness.store import git_commit
 
     recorded, here = bundle["harness"].get("git_commit"), git_commit()
     if recorded != here:
         notes.append(f"note: the bundle was made by harness commit {recorded or '?'}, this is {here or '?'}")
-    return notes
+    return values, notes
 
 
 def workdir() -> Path:

@@ -1,29 +1,23 @@
-"""One case as the parent holds it: the run's context (what the parent knows for a whole run), the
-case's inputs shared with the worker and refilled per call, each call judged, and the clock that
-adds up where the parent's wall time went. The engine (harness/engine.py) drives cases through it;
+"""One case as the parent holds it, in a run's context (harness/config.py RunContext): the case's
+inputs shared with the worker and refilled per call, each call judged, and the clock that adds up
+where the parent's wall time went. The engine (harness/engine.py) drives cases through it;
 the audit (harness/audit.py) replays them under the profiler with it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import hmac
-import random
-import secrets
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 
-from harness.device import DeviceInfo, flush_bytes, synchronize
+from harness.config import RunContext
+from harness.device import flush_bytes, synchronize
 from harness.fence import first_input
-from harness.problem import Problem
 from harness.results import CaseResult
 from harness.sandbox import OutputLayout, Sandbox
 from harness.spec import Case
-from harness.timing import FLOOR_FACTOR, CallTiming, timing_problem
+from harness.timing import CallTiming, timing_problem
 from harness.verdict import Verdict, judge, tensors
 
 
@@ -43,56 +37,6 @@ class PhaseClock:
             return fn(*args, **kwargs)
         finally:
             self.add(name, time.perf_counter() - start)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunContext:
-    """What the parent knows for a whole run; none of it is sent to a worker."""
-
-    problem: Problem
-    device: DeviceInfo
-    small: bool
-    log_dir: Path
-    secret: Optional[int] = dataclasses.field(default_factory=lambda: secrets.randbits(63))  # None: public seeds
-    bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU only)
-    graph: bool = False                # time CUDA-graph replays of the call (--graph)
-    sandbox: str = "auto"              # the OS sandbox: auto | require | off (harness/launch.py)
-    private: tuple[Path, ...] = ()     # paths a worker must not see (the database, the logs)
-    audit: bool = True                 # audit GPU timings with the vendor's profiler (leaderboard mode)
-    fence: str = "unverified: not fenced"  # "fenced" where the parent's fence times calls (harness/fence.py),
-                                             # else what times them and why it is unverified
-    shared: tuple[Path, ...] = ()      # paths every worker may read besides its submission (--share)
-    watch: Any = None                  # the GPU's gauges (harness/gpuwatch.py Watch), read around benchmark cases
-    energy: bool = False               # --energy: joules per call from the GPU's energy counter (gpuwatch.py)
-    diagnostics: bool = False          # --diagnostics: DIAGNOSTIC_CALLS calls per case timed the competition's way
-                                       # and as isolated calls, by the worker (beside the ranked number)
-
-    def case_seed(self, case: Case) -> int:
-        """The seed a case's inputs are drawn from: its public seed keyed with the run's secret
-        (HMAC-SHA256), so answers cannot be precomputed, and a worker that learns some case seeds
-        (the CPU generator keeps 32 bits of a seed: a search over them finds it from the inputs)
-        learns nothing about the secret or the other cases' seeds. (A pairing function, GPU MODE's
-        way of mixing POPCORN_SEED, gave the secret away from two consecutive case seeds.)"""
-        if self.secret is None:
-            return case.seed
-        digest = hmac.new(str(self.secret).encode(), f"case seed {case.seed}".encode(), hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "big") % (2**63 - 1)
-
-    def timed_seeds(self, case: Case) -> Callable[[], int]:
-        """Seeds for a case's timed calls: drawn from the run's secret, so `--seed` reproduces a
-        run exactly while nobody without the secret can predict them."""
-        if self.secret is None:
-            return lambda: secrets.randbits(63)
-        rng = random.Random(f"{self.secret}:{case.kind}:{case.index}")
-        return lambda: rng.getrandbits(63)
-
-    def floor_s(self, data: Any) -> Optional[float]:
-        """The least time any legitimate kernel needs for these inputs: the fewest bytes it must
-        move (over the formats it may read) at the measured bandwidth."""
-        if not self.bandwidth:
-            return None
-        least = self.problem.min_bytes(data)
-        return least / self.bandwidth * FLOOR_FACTOR if least else None
 
 
 class CaseInputs:
@@ -185,7 +129,7 @@ class CaseInputs:
         ctx, problem = self.ctx, self.ctx.problem
         if self._scratch is None:
             size = flush_bytes(ctx.device.l2_bytes) if ctx.device.is_gpu else 0
-            self._scratch = (_clone(self.data), torch.zeros(size // 4, dtype=torch.float32,
+            self._scratch = (clone_tree(self.data), torch.zeros(size // 4, dtype=torch.float32,
                                                              device=ctx.device.torch_device) if size else None)
         private, flush = self._scratch
         fresh = problem.generate(self.case.args, seed, ctx.device.torch_device)
@@ -216,13 +160,13 @@ def case_result(case: Case, ok: bool, reason: str, **stats: Any) -> CaseResult:
     return CaseResult(case.kind, case.index, case.name, ok, reason, args=case.args, **stats)
 
 
-def _clone(tree: Any) -> Any:
+def clone_tree(tree: Any) -> Any:
     if isinstance(tree, torch.Tensor):
         return tree.clone()
     if isinstance(tree, tuple):
-        return tuple(_clone(x) for x in tree)
+        return tuple(clone_tree(x) for x in tree)
     if isinstance(tree, list):
-        return [_clone(x) for x in tree]
+        return [clone_tree(x) for x in tree]
     if isinstance(tree, dict):
-        return {k: _clone(v) for k, v in tree.items()}
+        return {k: clone_tree(v) for k, v in tree.items()}
     return tree

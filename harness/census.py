@@ -21,7 +21,7 @@ import ctypes
 
 import torch
 
-from harness.shared_memory import SharedMemoryError, _call
+from harness.shared_memory import SharedMemoryError, driver_call
 
 # One thread of each block does the counting; the block's size does not matter, its shared memory does.
 _PTX = rb"""
@@ -75,7 +75,7 @@ LIMIT_S = 50e-6
 
 def _attribute(attr: int, device: int) -> int:
     value = ctypes.c_int()
-    _call("DeviceGetAttribute", ctypes.byref(value), attr, device)
+    driver_call("DeviceGetAttribute", ctypes.byref(value), attr, device)
     return value.value
 
 
@@ -92,10 +92,10 @@ class Census:
         reserved = _attribute(_SMEM_RESERVED, device)
         self.smem = min(_attribute(_SMEM_OPTIN, device), _attribute(_SMEM_PER_SM, device) - reserved)
         self._module, self._function = ctypes.c_void_p(), ctypes.c_void_p()
-        _call("ModuleLoadData", ctypes.byref(self._module), ctypes.c_char_p(_PTX))
-        _call("ModuleGetFunction", ctypes.byref(self._function), self._module, b"census")
-        _call("FuncSetAttribute", self._function, _MAX_DYNAMIC_SMEM, self.smem)
-        _call("FuncSetAttribute", self._function, _CARVEOUT, 100)
+        driver_call("ModuleLoadData", ctypes.byref(self._module), ctypes.c_char_p(_PTX))
+        driver_call("ModuleGetFunction", ctypes.byref(self._function), self._module, b"census")
+        driver_call("FuncSetAttribute", self._function, _MAX_DYNAMIC_SMEM, self.smem)
+        driver_call("FuncSetAttribute", self._function, _CARVEOUT, 100)
         self.counts = torch.zeros(2, dtype=torch.int32, device="cuda")  # [blocks counted in, blocks missed]
         self.limit_ns = int(limit_s * 1e9)
         self.rounds = 0
@@ -109,7 +109,7 @@ class Census:
         limit = ctypes.c_uint64(self.limit_ns)
         values = (counts, target, limit)
         params = (ctypes.c_void_p * 3)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
-        _call("LaunchKernel", self._function, self.sms, 1, 1, THREADS, 1, 1, self.smem,
+        driver_call("LaunchKernel", self._function, self.sms, 1, 1, THREADS, 1, 1, self.smem,
               ctypes.c_void_p(stream.cuda_stream), params, None)
 
     def missed(self) -> int:

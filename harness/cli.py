@@ -1,6 +1,6 @@
-"""Command line: parse the flags, check them, dispatch to a mode (history, compile, selftest, a
-vendor profiler, popcorn's positional form, or an engine run, whose lifecycle is harness/run.py's),
-set the exit code.
+"""Command line: parse the flags into the run's one configuration (harness/flags.py `configuration`),
+check them, dispatch to a mode (history, compile, selftest, a vendor profiler, popcorn's positional
+form, or an engine run, whose lifecycle is harness/run.py's), set the exit code.
 
 Exit codes: 0 every requested submission passed; 1 some submission failed; 2 bad usage or input;
 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
@@ -11,7 +11,7 @@ from __future__ import annotations
 # first: importing harness.run starts the run's wall clock (harness.run.STARTED)
 from harness.run import run, run_popcorn, write_html
 
-import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
@@ -19,13 +19,13 @@ import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Optional, Sequence  # noqa: E402
 
-from harness.config import UsageError  # noqa: E402
+from harness.bundle import BundleError  # noqa: E402
+from harness.config import RunConfig, UsageError  # noqa: E402
 from harness.spec import MODES, SpecError  # noqa: E402
-from harness.flags import build_parser, private_paths, shared_paths, task_path  # noqa: E402
+from harness.flags import build_parser, configuration, shared_paths  # noqa: E402
 from harness.run_compile import cross_compile  # noqa: E402
 from harness.run_parallel import parallel  # noqa: E402
 from harness.selection import resolve_submissions  # noqa: E402
-from harness.store import results_folder  # noqa: E402
 
 # torch (harness.device, harness.engine, harness.report) is imported only after the first
 # submission's worker has been started, so that both processes import it at the same time.
@@ -52,36 +52,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # (recorded in a --bundle)
-    if args.replay:
-        from harness import bundle
+    try:
+        config = configuration(build_parser().parse_args(argv), sys.argv[1:] if argv is None else argv)
+    except BundleError as exc:  # (a --replay bundle that cannot be read or replayed here)
+        from harness import report
 
-        try:
-            args.replay_notes = bundle.replay_args(bundle.read(args.replay), args, bundle.workdir(),
-                                                  build_parser().parse_args([]))
-        except bundle.BundleError as exc:
-            from harness import report
-
-            report.error(str(exc))
-            return 2
-    if args.db is None or args.logs is None:
-        # kernelbot's form runs in a folder of its own per submission: its results stay there
-        folder = Path.cwd() / "results" if args.popcorn_mode is not None else results_folder()
-        args.db = args.db or str(folder / "mla-eval.db")
-        args.logs = args.logs or str(folder / "logs")
-    early = _start_early(args) if args.popcorn_mode is None else None
+        report.error(str(exc))
+        return 2
+    early = _start_early(config) if config.popcorn_mode is None else None
     from harness import report
     from harness.device import DeviceError
     from harness.launch import SandboxUnavailable
 
     try:
-        if args.popcorn_mode is not None:
+        if config.popcorn_mode is not None:
             if argv is None:  # a real command line: it can be run again without the secrets in its environment
                 from harness.popcorn import hide_secrets_and_reexec
                 hide_secrets_and_reexec(sys.argv)
-            return _popcorn(args)
-        return _run(args, early)
+            return _popcorn(config)
+        return _run(config, early)
     except (UsageError, SpecError, DeviceError, SandboxUnavailable) as exc:
         report.error(str(exc))
         return 2
@@ -96,113 +85,116 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             early.close()
 
 
-def _start_early(args: argparse.Namespace):
+def _start_early(config: RunConfig):
     """Start the first submission's worker before this process imports torch (a sequential, sandboxed
     run of an engine mode only: a worker outside the sandbox could rewrite the modules this process
     has yet to import); None when that does not apply or the arguments are wrong (reported later)."""
-    if args.mode not in MODES or args.history or args.ncu or args.rocprof or parallel(args) \
-            or args.device not in (None, "cpu", "cuda") or args.sandbox == "off":
+    if config.mode not in MODES or config.history or config.ncu or config.rocprof or parallel(config) \
+            or config.device not in (None, "cpu", "cuda") or config.sandbox == "off":
         return None
     from harness.launch import log_path, sandbox_problem, start_worker
 
     if sandbox_problem() is not None:
         return None
     try:
-        first = resolve_submissions(args.submission, args.exclude)[0]
-        shared = shared_paths(args)
+        first = resolve_submissions(config.submission, config.exclude)[0]
+        shared = shared_paths(config.share, config.private)
     except UsageError:
         return None
     try:
-        return start_worker(first, args.device, log_path(Path(args.logs), first), sandbox=args.sandbox,
-                            private=private_paths(args), fence=_fence_daemon(args, args.mode), shared=shared)
+        return start_worker(first, config.device, log_path(Path(config.logs), first), sandbox=config.sandbox,
+                            private=config.private, fence=_fence_daemon(config), shared=shared)
     except OSError:  # e.g. an unwritable log folder: the normal path reports it
         return None
 
 
-def _fence_daemon(args: argparse.Namespace, mode: str) -> bool:
+def _fence_daemon(config: RunConfig) -> bool:
     """Start the run's MPS daemon where timed GPU calls will be fenced (harness/mps.py), before this
     process or a worker makes a CUDA context; whether it runs."""
-    if mode not in ("benchmark", "leaderboard") or args.no_audit or args.device == "cpu" or args.backend == "ray":
+    if config.mode not in ("benchmark", "leaderboard") or config.no_audit or config.device == "cpu" \
+            or config.backend == "ray":
         return False
     from harness import mps
 
     return mps.start() is None
 
 
-def _run(args: argparse.Namespace, early=None) -> int:
+def _run(config: RunConfig, early=None) -> int:
     from harness.store import Store, StoreError
 
-    _check_flags(args)
-    if args.mode in MODES:
+    _check_flags(config)
+    if config.mode in MODES:
         try:
-            Path(args.logs).mkdir(parents=True, exist_ok=True)
+            Path(config.logs).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UsageError(f"{args.logs}: cannot create the folder for worker logs ({exc.strerror})") from None
+            raise UsageError(f"{config.logs}: cannot create the folder for worker logs ({exc.strerror})") from None
     try:
-        store = Store(args.db)
+        store = Store(config.db)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
-    if args.mode == "history" or args.history:
-        return _stored(args, store)
-    problem = _load_problem(args)
-    args.shape = parse_shapes(args.shape, problem)
-    submissions = resolve_submissions(args.submission, args.exclude) if args.mode != "selftest" else []
-    if args.mode == "compile":
-        return cross_compile(args, store, problem, submissions)
-    if args.baseline:
-        if args.mode not in ("benchmark", "leaderboard"):
+    if config.mode == "history" or config.history:
+        return _stored(config, store)
+    problem = _load_problem(config)
+    config = dataclasses.replace(config, cases=parse_shapes(config.shape, problem))
+    submissions = resolve_submissions(config.submission, config.exclude) if config.mode != "selftest" else []
+    if config.mode == "compile":
+        return cross_compile(config, store, problem, submissions)
+    if config.baseline:
+        if config.mode not in ("benchmark", "leaderboard"):
             raise UsageError("--baseline goes with --mode benchmark or leaderboard")
-        baseline = resolve_submissions([args.baseline])
-        if len(baseline) != 1:
-            raise UsageError(f"--baseline {args.baseline}: matches {len(baseline)} files; name one")
-        (args.baseline,) = baseline
-        if args.baseline not in [p.resolve() for p in submissions]:
-            submissions.append(args.baseline)
-    return _on_device(args, store, problem, submissions, early)
+        found = resolve_submissions([config.baseline])
+        if len(found) != 1:
+            raise UsageError(f"--baseline {config.baseline}: matches {len(found)} files; name one")
+        (baseline,) = found
+        config = dataclasses.replace(config, baseline=str(baseline))
+        if baseline not in [p.resolve() for p in submissions]:
+            submissions.append(baseline)
+    return _on_device(config, store, problem, submissions, early)
 
 
-def _check_flags(args: argparse.Namespace) -> None:
+def _check_flags(config: RunConfig) -> None:
     """UsageError for a mode or a flag that does not go with the mode, before anything is opened."""
     all_modes = MODES + ("selftest", "history", "compile")
-    if args.mode not in all_modes:
-        raise UsageError(f"unknown mode {args.mode!r}: choose one of {', '.join(all_modes)}")
-    if args.compare and args.mode != "history":
+    mode = config.mode
+    if mode not in all_modes:
+        raise UsageError(f"unknown mode {mode!r}: choose one of {', '.join(all_modes)}")
+    if config.compare and mode != "history":
         raise UsageError("--compare goes with --mode history")
-    if args.html and args.mode not in ("benchmark", "leaderboard", "history"):
+    if config.html and mode not in ("benchmark", "leaderboard", "history"):
         raise UsageError("--html goes with --mode benchmark, leaderboard or history (a page of timed results)")
-    if args.energy and args.mode not in ("benchmark", "leaderboard"):
+    if config.energy and mode not in ("benchmark", "leaderboard"):
         raise UsageError("--energy goes with --mode benchmark or leaderboard (timed calls)")
-    if args.diagnostics and args.mode not in ("benchmark", "leaderboard"):
+    if config.diagnostics and mode not in ("benchmark", "leaderboard"):
         raise UsageError("--diagnostics goes with --mode benchmark or leaderboard (timed calls)")
-    if args.bundle and (args.mode not in MODES or args.mode == "profile" or args.history):
+    if config.bundle and (mode not in MODES or mode == "profile" or config.history):
         raise UsageError("--bundle goes with --mode test, benchmark or leaderboard (a run it can replay)")
-    if args.seed is not None and not -2**63 <= args.seed < 2**63:
-        raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to 2**63 - 1")
-    if args.history and args.mode != "leaderboard" and args.mode != "history":
+    if config.seed is not None and not -2**63 <= config.seed < 2**63:
+        raise UsageError(f"--seed {config.seed}: expected a whole number from -2**63 to 2**63 - 1")
+    if config.history and mode != "leaderboard" and mode != "history":
         raise UsageError("--history goes with --mode leaderboard")
-    if (args.mode == "history" or args.history and args.mode == "leaderboard") and not Path(args.db).is_file():
-        raise UsageError(f"{args.db}: no database there (nothing has been stored yet); pass --db PATH")
+    if (mode == "history" or config.history and mode == "leaderboard") and not Path(config.db).is_file():
+        raise UsageError(f"{config.db}: no database there (nothing has been stored yet); pass --db PATH")
 
 
-def _stored(args: argparse.Namespace, store) -> int:
+def _stored(config: RunConfig, store) -> int:
     """--mode history (the runs, --compare, --html) and --history: what the database holds; nothing runs."""
     from harness import report
     from harness.store import StoreError
 
-    report.err_console.print(f"database: {report.escape(args.db)}", highlight=False)
-    if args.mode == "history":
+    report.err_console.print(f"database: {report.escape(config.db)}", highlight=False)
+    if config.mode == "history":
         try:
-            if args.html:
-                write_html(store, args.html, None)
-            elif args.compare:
-                a, b = args.compare
+            if config.html:
+                write_html(store, config.html, None)
+            elif config.compare:
+                a, b = config.compare
                 report.console.print(report.compare_table(a, b, store.timed_cases(a), store.timed_cases(b)))
             else:
-                report.console.print(report.runs_table(store.runs(), db=args.db))
+                report.console.print(report.runs_table(store.runs(), db=config.db))
         except StoreError as exc:
             raise UsageError(str(exc)) from None
         return 0
-    problem = _load_problem(args)   # the task and check policy whose results it lists
+    problem = _load_problem(config)   # the task and check policy whose results it lists
     rows = store.best_per_submission(task=problem.spec.name, check=problem.check_policy)
     report.console.print(report.history_table(rows, problem.spec.name, problem.check_policy))
     older = store.unlabelled_leaderboards()
@@ -232,82 +224,83 @@ def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any]
     return tuple(cases) or None
 
 
-def _on_device(args: argparse.Namespace, store, problem, submissions: list[Path], early) -> int:
+def _on_device(config: RunConfig, store, problem, submissions: list[Path], early) -> int:
     """The modes that need the device: selftest, a vendor profiler, else an engine run (harness/run.py)."""
     from harness import report
     from harness.device import detect
 
-    _fence_daemon(args, args.mode)
-    device = detect(args.device)
-    small = args.small or not device.is_gpu
+    _fence_daemon(config)
+    device = detect(config.device)
+    small = config.small or not device.is_gpu
     if not device.is_gpu:
         report.err_console.print("No GPU in use: running on the CPU with the task's small shapes.")
-    if args.mode == "selftest":
+    if config.mode == "selftest":
         return _selftest(problem, device, small)
-    if args.ncu or args.rocprof:
-        return _vendor_profile(args, problem, device, submissions, small)
-    return run(args, store, problem, submissions, device, early)
+    if config.ncu or config.rocprof:
+        return _vendor_profile(config, problem, device, submissions, small)
+    return run(config, store, problem, submissions, device, early)
 
 
-def _load_problem(args: argparse.Namespace):
+def _load_problem(config: RunConfig):
     """The task, with the command line's check policy and time budget applied."""
     from harness.problem import configured, load_problem
 
-    return configured(load_problem(task_path(args.task)), args.check, args.budget, args.timeout)
+    return configured(load_problem(config.task), config.check, config.budget, config.timeout)
 
 
-def _popcorn(args: argparse.Namespace) -> int:
+def _popcorn(config: RunConfig) -> int:
     """kernelbot's way in: results as `key: value` lines on POPCORN_FD, GPU MODE's exit codes."""
     from harness import popcorn, report
     from harness.device import detect
     from harness.spec import check_case
 
     fd, seed = popcorn.take_secrets()  # first: no worker may ever see these
-    mode = args.popcorn_mode
+    mode = config.popcorn_mode
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
     if fd is None:
         report.error("POPCORN_FD is not set (or not a number): the positional form reports through that pipe")
         return popcorn.EXIT_NO_PIPE
-    if args.testfile is None:
+    if config.testfile is None:
         raise UsageError(f"usage: eval.py {mode} TESTFILE")
     from harness.launch import sandbox_problem
 
     if sandbox_problem() is not None:  # before any work: this form never runs a submission unfenced
         raise UsageError(f"the popcorn protocol requires the OS sandbox: {sandbox_problem()}")
-    problem = _load_problem(args)
+    problem = _load_problem(config)
     try:
-        cases = popcorn.parse_testfile(args.testfile)
+        cases = popcorn.parse_testfile(config.testfile)
         for i, case in enumerate(cases):
-            check_case({**problem.spec.case_defaults, **case}, f"{args.testfile}:{i + 1}",
+            check_case({**problem.spec.case_defaults, **case}, f"{config.testfile}:{i + 1}",
                        problem.reference.generate_input)
     except (popcorn.BadTestFile, SpecError) as exc:
         report.error(str(exc))
         return popcorn.EXIT_BAD_TESTFILE
-    submission = resolve_submissions(args.submission or ["submission.py"])[0]
-    _fence_daemon(args, mode)
-    device = detect(args.device)
+    submission = resolve_submissions(config.submission or ["submission.py"])[0]
+    config = dataclasses.replace(config, mode=mode, seed=seed, sandbox="require", cases=tuple(cases))
+    _fence_daemon(config)
+    device = detect(config.device)
     os.set_inheritable(fd, False)
     with os.fdopen(fd, "w", buffering=1) as out:
-        passed = run_popcorn(args, problem, submission, device, mode, seed, tuple(cases), out)
+        passed = run_popcorn(config, submission, device, out)
     return popcorn.EXIT_OK if passed else popcorn.EXIT_CHECK_FAILED
 
 
-def _vendor_profile(args: argparse.Namespace, problem, device, submissions: list[Path], small: bool) -> int:
+def _vendor_profile(config: RunConfig, problem, device, submissions: list[Path], small: bool) -> int:
     from harness import report
     from harness.launch import SandboxUnavailable
     from harness.vendor_profile import ProfilerMissing, run_vendor_profiler
 
-    tool = "ncu" if args.ncu else "rocprof"
-    if args.mode != "profile" or (args.ncu and args.rocprof) or len(submissions) != 1:
+    tool = "ncu" if config.ncu else "rocprof"
+    if config.mode != "profile" or (config.ncu and config.rocprof) or len(submissions) != 1:
         raise UsageError(f"--{tool} goes with --mode profile and exactly one --submission")
     cases = problem.spec.cases("benchmark", small)
-    if not 0 <= args.case < len(cases):
-        raise UsageError(f"--case {args.case}: the task has benchmark cases 0..{len(cases) - 1}")
+    if not 0 <= config.case < len(cases):
+        raise UsageError(f"--case {config.case}: the task has benchmark cases 0..{len(cases) - 1}")
     try:
         report_path, summary = run_vendor_profiler(tool, device.vendor, Path(problem.spec.path), submissions[0],
-                                                   args.case, Path(args.logs).parent / "profiles", args.sandbox,
-                                                   private_paths(args))
+                                                   config.case, Path(config.logs).parent / "profiles", config.sandbox,
+                                                   config.private)
     except (ProfilerMissing, SandboxUnavailable) as exc:
         raise UsageError(str(exc)) from None
     except RuntimeError as exc:

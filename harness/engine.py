@@ -28,7 +28,7 @@ from harness.scan import SourceError, declared_variant, read_source, scan
 from harness.spec import Case
 from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize, tail_problem
 
-__all__ = ["FENCED", "PhaseClock", "RunContext", "evaluate", "plan"]  # (RunContext, PhaseClock: harness/case.py)
+__all__ = ["FENCED", "PhaseClock", "RunContext", "evaluate", "plan"]  # (RunContext: config.py; PhaseClock: case.py)
 
 
 FENCED = "verified: the parent's clock, fenced around each call"
@@ -116,7 +116,8 @@ def _companion_verdict(path: Path, ctx: RunContext) -> str:
     own = ctx.problem.spec.timeouts  # no longer than this run's (--timeout)
     limits = {k: min(v, getattr(own, k)) for k, v in dataclasses.asdict(problem.spec.timeouts).items()}
     spec = dataclasses.replace(problem.spec, companion="", timeouts=dataclasses.replace(problem.spec.timeouts, **limits))
-    other = dataclasses.replace(ctx, log_dir=ctx.log_dir / "companion", problem=dataclasses.replace(problem, spec=spec))
+    other = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, logs=str(ctx.log_dir / "companion")),
+                                problem=dataclasses.replace(problem, spec=spec))
     result = evaluate(path, other, "test")
     passed = sum(c.ok for c in result.cases)
     name = problem.spec.name

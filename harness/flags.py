@@ -1,13 +1,15 @@
-"""The command line's flags (argparse), and where the task named by --task is found."""
+"""The command line's flags (argparse), the run's configuration built from them once (`configuration`),
+and where the task named by --task is found."""
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
-from harness.config import UsageError, timeouts_text
+from harness.config import RunConfig, UsageError, timeouts_text
 from harness.store import results_folder
 
 
@@ -166,21 +168,46 @@ def task_path(task: Optional[str]) -> Path:
     return Path(task)
 
 
-def private_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
+    """The run's one configuration from the parsed command line `args` (`argv`: as typed, recorded in
+    a --bundle): every flag's final value, with a --replay bundle's flags, files and seed over the
+    command line's (harness/bundle.py; BundleError where it cannot be read or a flag clashes), the
+    database and the log folder defaulting to the results folder's (popcorn's form: ./results,
+    kernelbot's own folder per submission), and a fresh random secret seed where none is given."""
+    values, notes, rows = dict(vars(args)), [], ()
+    if args.replay:
+        from harness import bundle
+
+        replayed = bundle.read(args.replay)
+        overrides, notes = bundle.replay_args(replayed, args, bundle.workdir(), build_parser().parse_args([]))
+        values.update(overrides)
+        rows = tuple(replayed["results"]["rows"])
+    db, logs = values.pop("db"), values.pop("logs")
+    if db is None or logs is None:
+        folder = Path.cwd() / "results" if values["popcorn_mode"] is not None else results_folder()
+        db, logs = db or str(folder / "mla-eval.db"), logs or str(folder / "logs")
+    seed, task = values.pop("seed"), values.pop("task")
+    flags = {dest: tuple(value) if isinstance(value, list) else value for dest, value in values.items()}
+    return RunConfig(**flags, db=db, logs=logs, private=private_paths(db, logs), task=str(task_path(task).resolve()),
+                     seed=secrets.randbits(63) if seed is None else seed, argv=tuple(argv),
+                     replay_notes=tuple(notes), replayed=rows)
+
+
+def private_paths(db: str, logs: str) -> tuple[Path, ...]:
     """What no worker may see: the results database, its folder (other runs' databases there, which
     a submission could read, or read-lock so that their runs cannot write; harness/launch.py
     leaves a folder visible where the worker needs what it holds) and the log folder."""
-    return (Path(args.db), Path(args.db).resolve().parent, Path(args.logs))
+    return (Path(db), Path(db).resolve().parent, Path(logs))
 
 
-def shared_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+def shared_paths(share: Optional[Sequence[str]], private: Sequence[Path]) -> tuple[Path, ...]:
     """--share: files or folders every worker may read besides its own submission (public code a
     submission loads by path), checked: each exists, and none is or holds the checkout, $HOME or a
-    private path (UsageError)."""
+    `private` path (UsageError)."""
     from harness.allowlist import checkout
 
-    shared = tuple(Path(p).resolve() for p in getattr(args, "share", None) or ())
-    keep_out = [p for p in (checkout(), Path.home(), *(Path(p).resolve() for p in private_paths(args))) if p]
+    shared = tuple(Path(p).resolve() for p in share or ())
+    keep_out = [p for p in (checkout(), Path.home(), *(Path(p).resolve() for p in private)) if p]
     for path in shared:
         if not path.exists():
             raise UsageError(f"--share {path}: no such file or folder")

@@ -48,7 +48,7 @@ def _job(config: RunConfig, files: dict[str, bytes], name: str) -> Any:
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
                 (folder / rel).write_bytes(content)
             local = dataclasses.replace(config, task=str(folder / "task" / files_task(files)),
-                                        log_dir=str(folder / "logs"))
+                                        logs=str(folder / "logs"))
             result = evaluate(folder / "submission" / name, local.context(), config.mode)
             log = Path(result.log)
             result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
@@ -122,7 +122,7 @@ def evaluate_ray(paths: Sequence[Path], config: RunConfig, address: Optional[str
             try:
                 result = ray.get(done[0])
                 result.path = str(path)
-                local_log = log_path(Path(config.log_dir), path)  # the node's log, kept here
+                local_log = log_path(Path(config.logs), path)  # the node's log, kept here
                 local_log.parent.mkdir(parents=True, exist_ok=True)
                 local_log.write_text(result.log)
                 result.log = str(local_log)

@@ -15,7 +15,6 @@ import time
 
 STARTED = time.perf_counter()  # the run's wall time counts everything after this (cli.py imports this first)
 
-import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import functools  # noqa: E402
 import dataclasses  # noqa: E402
@@ -23,7 +22,7 @@ from pathlib import Path  # noqa: E402
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional  # noqa: E402
 
 from harness.config import UsageError, timeouts_text  # noqa: E402
-from harness.flags import private_paths, shared_paths  # noqa: E402
+from harness.flags import shared_paths  # noqa: E402
 from harness.run_parallel import evaluate_parallel, parallel, pool_plan  # noqa: E402
 
 if TYPE_CHECKING:
@@ -59,19 +58,19 @@ def _run_row(store: Store, start: Callable[[], int], finish: Callable[[int], Non
         unstored.append(f"run {run_id} not marked complete ({exc})")
 
 
-def _run_banner(args: argparse.Namespace, problem: Problem, device: DeviceInfo, count: int) -> None:
+def _run_banner(config: RunConfig, problem: Problem, device: DeviceInfo, count: int) -> None:
     """The lines a run starts with: device, task, mode, check, timeouts, and what CPU timings are."""
     from harness import report
 
     report.err_console.print(f"device: {device.describe()}  ·  task: {problem.spec.name}  ·  "
-                             f"{count} submission(s)  ·  mode: {args.mode}  ·  "
-                             f"check: {problem.check_policy}" + ("  ·  timing: CUDA-graph replays" if args.graph else ""))
+                             f"{count} submission(s)  ·  mode: {config.mode}  ·  check: {problem.check_policy}"
+                             + ("  ·  timing: CUDA-graph replays" if config.graph else ""))
     report.err_console.print(f"timeouts: {timeouts_text(dataclasses.asdict(problem.spec.timeouts))} "
-                             + (f"(--timeout {args.timeout:g})" if args.timeout else
+                             + (f"(--timeout {config.timeout:g})" if config.timeout else
                                 "(the task's; --timeout SECONDS lowers them)"), highlight=False)
-    if args.graph and not device.is_gpu:
+    if config.graph and not device.is_gpu:
         report.err_console.print("--graph needs a GPU: timing plain calls.")
-    if not device.is_gpu and args.mode in ("benchmark", "leaderboard"):
+    if not device.is_gpu and config.mode in ("benchmark", "leaderboard"):
         report.err_console.print("warning: CPU timings (this process's clock around each call; Triton kernels in its "
                                  "interpreter) are not comparable between runs or with GPU numbers: identical runs "
                                  "have differed many times over. Use them to see that timing works, not to rank.")
@@ -96,7 +95,7 @@ def _bandwidth(store: Store, device: DeviceInfo) -> Optional[float]:
     return bandwidth
 
 
-def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: list[Path], device: DeviceInfo,
+def run(config: RunConfig, store: Store, problem: Problem, submissions: list[Path], device: DeviceInfo,
         early=None) -> int:
     """Evaluate `submissions` in an engine mode (test, benchmark, leaderboard, profile) as one stored
     run, print each as it finishes and the summary; the exit code. `early`: the first submission's
@@ -105,37 +104,36 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     from harness.device import versions
     from harness.selftest import lax_check
 
-    _run_banner(args, problem, device, len(submissions))
-    sandboxed = _sandbox_line(args.sandbox)
-    _import_parent_modules(args)
+    _run_banner(config, problem, device, len(submissions))
+    sandboxed = _sandbox_line(config.sandbox)
+    _import_parent_modules(config)
 
-    bandwidth = _bandwidth(store, device)
-    config = run_config(args, str(problem.spec.path), bandwidth=bandwidth)
-    ctx = config.context()
-    for line in getattr(args, "replay_notes", ()):
+    ctx = _for_evaluators(config, _bandwidth(store, device)).context()
+    for line in config.replay_notes:
         report.err_console.print(f"replay: {report.escape(line)}", highlight=False)
-    if args.energy and args.mode in ("benchmark", "leaderboard") and (ctx.watch is None or ctx.watch.energy() is None):
+    if config.energy and config.mode in ("benchmark", "leaderboard") \
+            and (ctx.watch is None or ctx.watch.energy() is None):
         why = ctx.watch.note if ctx.watch is not None and not ctx.watch.available else "the GPU has no energy counter"
         report.err_console.print(f"--energy: {report.escape(why)}: no energy figures")
     try:  # (also the first case's inputs made once: a value generate_input refuses is one line here)
-        lax = lax_check(ctx.problem, device, ctx.small) if args.mode in ("test", "leaderboard") else ""
+        lax = lax_check(ctx.problem, device, ctx.small) if config.mode in ("test", "leaderboard") else ""
     except ValueError as exc:
         raise UsageError(f"{problem.spec.path}: the first test case's inputs: {exc}") from None
     if lax:
         report.err_console.print(f"[bold yellow]warning: {report.escape(lax)}: a pass under it proves little[/]")
-    pool = pool_plan(args, device) if parallel(args) else None
+    pool = pool_plan(config, device) if parallel(config) else None
     unstored: list[str] = []
     method = timing_method(ctx, pool)
-    start = functools.partial(store.start_run, args.mode, problem.spec.name, device, versions(),
+    start = functools.partial(store.start_run, config.mode, problem.spec.name, device, versions(),
                               method, sandboxed=sandboxed,
                               check_policy=problem.check_policy,
-                              cases="custom" if args.shape else "small" if ctx.small else "task")
+                              cases="custom" if config.cases else "small" if ctx.small else "task")
     with _run_row(store, start, functools.partial(store.finish_run, secret=ctx.secret), unstored) as run_id:
         began = time.perf_counter()  # the evaluations (startup: everything before)
-        results = _evaluate_all(args, config, ctx, store, run_id, submissions, pool, early, unstored)
-    code = _finish(args, ctx, results, run_id, sandboxed, began, method)
-    if args.html:  # from the database, the run just stored included
-        write_html(store, args.html, run_id)
+        results = _evaluate_all(ctx, store, run_id, submissions, pool, early, unstored)
+    code = _finish(ctx, results, run_id, sandboxed, began, method)
+    if config.html:  # from the database, the run just stored included
+        write_html(store, config.html, run_id)
     if unstored:  # after the tables and exports, which hold every result
         report.error(f"the results database failed: {'; '.join(unstored)[:600]}; the results above and in any "
                      "--json/--csv export are complete")
@@ -143,18 +141,17 @@ def run(args: argparse.Namespace, store: Store, problem: Problem, submissions: l
     return code
 
 
-def run_popcorn(args: argparse.Namespace, problem: Problem, submission: Path, device: DeviceInfo, mode: str,
-                seed: Optional[int], cases: tuple[dict[str, Any], ...], out: IO[str]) -> bool:
-    """popcorn's one evaluation (harness/popcorn.py): `submission` on popcorn's seed and cases, always
-    sandboxed, its result written to `out` as `key: value` lines; whether it passed."""
+def run_popcorn(config: RunConfig, submission: Path, device: DeviceInfo, out: IO[str]) -> bool:
+    """popcorn's one evaluation (harness/popcorn.py): `submission` as `config` says (popcorn's mode,
+    seed and cases, always sandboxed), its result written to `out` as `key: value` lines; whether it
+    passed."""
     from harness import popcorn
     from harness.device import measure_copy_bandwidth
     from harness.engine import evaluate
 
-    config = run_config(args, str(problem.spec.path), mode=mode, secret=seed, sandbox="require", cases=cases,
-                        bandwidth=measure_copy_bandwidth() if device.is_gpu else None)
-    result = contained(submission, lambda: evaluate(submission, config.context(), mode))
-    return popcorn.write_result(out, mode, result)
+    config = _for_evaluators(config, measure_copy_bandwidth() if device.is_gpu else None)
+    result = contained(submission, lambda: evaluate(submission, config.context(), config.mode))
+    return popcorn.write_result(out, config.mode, result)
 
 
 def contained(path: Path, evaluation: Callable[[], SubmissionResult]) -> SubmissionResult:
@@ -188,7 +185,7 @@ def _sandbox_line(mode: str) -> bool:
     return False
 
 
-def _import_parent_modules(args: argparse.Namespace) -> None:
+def _import_parent_modules(config: RunConfig) -> None:
     """Everything this process will import, imported before any worker starts (unsandboxed, a worker
     could otherwise plant or rewrite a module this process loads later); and the outputs checked,
     so a missing folder or matplotlib is one line before the run, not a lost result after it."""
@@ -196,17 +193,17 @@ def _import_parent_modules(args: argparse.Namespace) -> None:
     import harness.pool  # noqa: F401 (its `harness_error`, for a file the parent itself failed on)
     import harness.selftest  # noqa: F401
     import harness.scan  # noqa: F401 (imports kernelguard)
-    if args.html:
+    if config.html:
         import harness.html_report  # noqa: F401 (imported before any worker starts, as everything here)
-    if args.plot:
+    if config.plot:
         from harness.plots import PlotError, _pyplot
 
         try:
             _pyplot()
         except PlotError as exc:
             raise UsageError(str(exc)) from None
-    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--html", args.html),
-                       ("--bundle", args.bundle)):
+    for flag, path in (("--json", config.json), ("--csv", config.csv), ("--markdown", config.markdown),
+                       ("--html", config.html), ("--bundle", config.bundle)):
         if path and not Path(path).parent.is_dir():  # (--plot makes its folder)
             raise UsageError(f"{flag} {path}: the folder {Path(path).parent} does not exist")
 
@@ -222,24 +219,14 @@ def write_html(store: Store, path: str, run_id: Optional[int]) -> None:
         raise UsageError(str(exc)) from None
 
 
-def run_config(args: argparse.Namespace, task: str, **facts: Any) -> RunConfig:
-    """The run's one configuration, from the command line; `facts`: what the run measured or was
-    handed (bandwidth, popcorn's seed and cases)."""
-    from harness.config import RunConfig
-
-    given = {"secret": args.seed} if args.seed is not None else {}
-    return RunConfig(**{"mode": args.mode, "task": task, "device": args.device, "small": args.small,
-                        "log_dir": args.logs, "graph": args.graph, "policy": args.check, "max_seconds": args.budget,
-                        "sandbox": args.sandbox, "private": tuple(str(p) for p in private_paths(args)),
-                        "shared": tuple(str(p) for p in shared_paths(args)),
-                        "audit": not args.no_audit, "timeout": args.timeout, "cases": args.shape or None,
-                        "energy": bool(getattr(args, "energy", False)),
-                        "diagnostics": bool(getattr(args, "diagnostics", False)), **given, **facts})
+def _for_evaluators(config: RunConfig, bandwidth: Optional[float]) -> RunConfig:
+    """`config` as the evaluators take it: with the measured copy bandwidth and --share's paths
+    checked and resolved (UsageError)."""
+    return dataclasses.replace(config, bandwidth=bandwidth, shared=shared_paths(config.share, config.private))
 
 
-def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, store: Store, run_id: int,
-                  submissions: list[Path], pool: Optional[tuple[int, int]], early,
-                  unstored: list[str]) -> list[SubmissionResult]:
+def _evaluate_all(ctx: RunContext, store: Store, run_id: int, submissions: list[Path],
+                  pool: Optional[tuple[int, int]], early, unstored: list[str]) -> list[SubmissionResult]:
     """Every submission evaluated (in this process, or by the pool's evaluators) and stored as it
     finishes; a result the database refuses is told at once and listed in `unstored`, and the run
     goes on."""
@@ -250,6 +237,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     from harness.results import display_names
     from harness.store import StoreError
 
+    config = ctx.config
     names = display_names([str(p) for p in submissions])
 
     def record(result: SubmissionResult) -> None:
@@ -260,19 +248,19 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
         except StoreError as exc:
             unstored.append(f"{result.name} not stored ({exc})")
             report.error(f"{result.name}: result not stored: {exc}")
-        report.show_finished(args.mode, result, problem.label, len(submissions), ctx.bandwidth)
+        report.show_finished(config.mode, result, problem.label, len(submissions), ctx.bandwidth)
 
     problem = ctx.problem
     if pool is not None:
-        results = evaluate_parallel(args, config, ctx.device, submissions, record, *pool)
+        results = evaluate_parallel(config, ctx.device, submissions, record, *pool)
     else:
         results = []
-        n_cases = len(plan(problem.spec, args.mode, ctx.small))
+        n_cases = len(plan(problem.spec, config.mode, ctx.small))
         for i, path in enumerate(submissions):
             def one(path: Path = path, i: int = i) -> SubmissionResult:
-                with report.LiveProgress(path.name, n_cases, enabled=not args.no_progress) as progress:
+                with report.LiveProgress(path.name, n_cases, enabled=not config.no_progress) as progress:
                     # the first one adopts the worker started before torch was imported
-                    return evaluate(path, ctx, args.mode, progress, started=early if i == 0 else None)
+                    return evaluate(path, ctx, config.mode, progress, started=early if i == 0 else None)
 
             result = contained(path, one)
             lost = not context_ok(ctx.device)
@@ -293,7 +281,7 @@ def _evaluate_all(args: argparse.Namespace, config: RunConfig, ctx: RunContext, 
     return results
 
 
-def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], run_id: int,
+def _finish(ctx: RunContext, results: list[SubmissionResult], run_id: int,
             sandboxed: bool, began: float, method: str) -> int:
     """The run's summary: leaderboard table, exports, plots, where the results went, wall time."""
     from harness import report
@@ -303,38 +291,38 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     from harness.gpuwatch import run_line
     from harness.store import git_commit
 
-    problem, device, bandwidth, graph = ctx.problem, ctx.device, ctx.bandwidth, ctx.graph
+    config, problem, device, bandwidth = ctx.config, ctx.problem, ctx.device, ctx.bandwidth
 
     clocks = run_line([(f"{r.name} {problem.label(c.args) if c.args else c.name}", c) for r in results
                        for c in r.cases if c.kind == "benchmark"],
                       ctx.watch.note if ctx.watch is not None and device.is_gpu else "")
-    meta = {"run": run_id, "mode": args.mode, "task": problem.spec.name, "device": device.describe(),
+    meta = {"run": run_id, "mode": config.mode, "task": problem.spec.name, "device": device.describe(),
             "check": problem.check_policy, "timing": method, "ranked_by": ctx.fence,
             "bandwidth_TBps": round(bandwidth / 1e12, 3) if bandwidth else None, "sandboxed": sandboxed,
             "git_commit": git_commit(), "seed": ctx.secret, **versions(), "clocks": clocks,
             "energy": ENERGY_METHOD if ctx.energy else None}
     # the exports first: nothing the tables below show can cost them
-    report.write_exports(results, problem.label, bandwidth, meta, args.json, args.csv, args.markdown,
+    report.write_exports(results, problem.label, bandwidth, meta, config.json, config.csv, config.markdown,
                          ranking=problem.spec.ranking)
-    bundled = _write_bundle(args, ctx, results, meta, clocks) if args.bundle else True
-    if args.mode == "leaderboard":
+    bundled = _write_bundle(ctx, results, meta, clocks) if config.bundle else True
+    if config.mode == "leaderboard":
         report.console.print(report.leaderboard_table(results, problem.label, device.describe(), bandwidth,
                                                       problem.spec.ranking))
-    if args.baseline:
-        base = next(r for r in results if Path(r.path).resolve() == args.baseline)
+    if config.baseline:
+        base = next(r for r in results if Path(r.path).resolve() == Path(config.baseline))
         report.console.print(report.baseline_table(results, base, problem.label, problem.spec.ranking))
-    if args.plot and args.mode in ("benchmark", "leaderboard"):
+    if config.plot and config.mode in ("benchmark", "leaderboard"):
         from harness.plots import PlotError, write_plots
 
         try:
-            for path in write_plots(results, problem.label, bandwidth, device.describe(), args.plot):
+            for path in write_plots(results, problem.label, bandwidth, device.describe(), config.plot):
                 report.err_console.print(f"plot: {path}")
         except PlotError as exc:
             report.error(str(exc))
-    same = _replay_verdict(args, results, problem, bandwidth) if getattr(args, "replaying", None) else True
+    same = _replay_verdict(config, results, problem, bandwidth) if config.replay else True
     if clocks:
         report.err_console.print(report.escape(clocks), highlight=False)
-    report.err_console.print(f"results stored in {args.db} (run {run_id})")
+    report.err_console.print(f"results stored in {config.db} (run {run_id})")
     now = time.perf_counter()
     report.err_console.print(f"wall {now - STARTED:.1f} s: startup {began - STARTED:.1f} s (imports, device, "
                              f"task, database), evaluations {now - began:.1f} s", highlight=False)
@@ -343,7 +331,7 @@ def _finish(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionR
     return 0 if all(r.ok for r in results) and bundled and same else 1
 
 
-def _write_bundle(args: argparse.Namespace, ctx: RunContext, results: list[SubmissionResult], meta: dict[str, Any],
+def _write_bundle(ctx: RunContext, results: list[SubmissionResult], meta: dict[str, Any],
                   clocks: Optional[str]) -> bool:
     """--bundle: the run's replay bundle (harness/bundle.py); whether it was written."""
     from harness import bundle, report
@@ -351,24 +339,24 @@ def _write_bundle(args: argparse.Namespace, ctx: RunContext, results: list[Submi
     problem = ctx.problem
     try:
         doc = report.json_document(results, problem.label, ctx.bandwidth, meta, problem.spec.ranking)
-        data = bundle.build(args, Path(problem.spec.path), [(r.path, r.name, r.sha256) for r in results], ctx.secret,
-                            doc, bundle.environment(ctx.device, ctx.watch, clocks), getattr(args, "argv", []))
-        path = bundle.write(args.bundle, data)
+        data = bundle.build(ctx.config, [(r.path, r.name, r.sha256) for r in results], doc,
+                            bundle.environment(ctx.device, ctx.watch, clocks))
+        path = bundle.write(ctx.config.bundle, data)
     except (bundle.BundleError, OSError) as exc:
-        report.error(str(exc) if isinstance(exc, bundle.BundleError) else f"--bundle {args.bundle}: {exc}")
+        report.error(str(exc) if isinstance(exc, bundle.BundleError) else f"--bundle {ctx.config.bundle}: {exc}")
         return False
     report.err_console.print(f"replay bundle: {report.escape(str(path))} ({report.command()} --replay "
                              f"{report.escape(str(path))} runs it again)", highlight=False)
     return True
 
 
-def _replay_verdict(args: argparse.Namespace, results: list[SubmissionResult], problem: Problem,
+def _replay_verdict(config: RunConfig, results: list[SubmissionResult], problem: Problem,
                     bandwidth: Optional[float]) -> bool:
     """--replay: the comparison with the bundle's results, per case, and its one-line summary;
     whether every verdict was the same."""
     from harness import bundle, report
 
-    rows = bundle.comparison(args.replaying["results"]["rows"],
+    rows = bundle.comparison(config.replayed,
                              report.export_rows(results, problem.label, bandwidth, problem.spec.ranking))
     report.console.print(report.replay_table(rows))
     line, same = bundle.summary(rows)

@@ -138,7 +138,7 @@ def _driver() -> tuple[Any, str]:
     return _DRIVER["lib"], _DRIVER["prefix"]
 
 
-def _call(name: str, *args: Any) -> None:
+def driver_call(name: str, *args: Any) -> None:
     lib, prefix = _driver()
     fn = getattr(lib, prefix + name)
     code = fn(*args)
@@ -152,25 +152,25 @@ class _GpuMapping:
         device = torch.cuda.current_device()
         prop = _AllocationProp(type=_PINNED, requestedHandleTypes=_POSIX_FD, location=_Location(_LOCATION_DEVICE, device))
         granularity = ctypes.c_size_t()
-        _call("MemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(prop), 0)
+        driver_call("MemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(prop), 0)
         g = granularity.value
         self.size = max(g, (nbytes + g - 1) // g * g)
         handle = ctypes.c_ulonglong()
         if fd is None:
-            _call("MemCreate", ctypes.byref(handle), ctypes.c_size_t(self.size), ctypes.byref(prop), ctypes.c_ulonglong(0))
+            driver_call("MemCreate", ctypes.byref(handle), ctypes.c_size_t(self.size), ctypes.byref(prop), ctypes.c_ulonglong(0))
             out = ctypes.c_int()
-            _call("MemExportToShareableHandle", ctypes.byref(out), handle, _POSIX_FD, ctypes.c_ulonglong(0))
+            driver_call("MemExportToShareableHandle", ctypes.byref(out), handle, _POSIX_FD, ctypes.c_ulonglong(0))
             fd = out.value
         else:
-            _call("MemImportFromShareableHandle", ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD)
+            driver_call("MemImportFromShareableHandle", ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD)
         self.fd = fd
         ptr = ctypes.c_ulonglong()
-        _call("MemAddressReserve", ctypes.byref(ptr), ctypes.c_size_t(self.size), ctypes.c_size_t(0),
+        driver_call("MemAddressReserve", ctypes.byref(ptr), ctypes.c_size_t(self.size), ctypes.c_size_t(0),
               ctypes.c_ulonglong(0), ctypes.c_ulonglong(0))
-        _call("MemMap", ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), handle, ctypes.c_ulonglong(0))
+        driver_call("MemMap", ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), handle, ctypes.c_ulonglong(0))
         access = _AccessDesc(_Location(_LOCATION_DEVICE, device), _READ_WRITE)
-        _call("MemSetAccess", ptr, ctypes.c_size_t(self.size), ctypes.byref(access), ctypes.c_size_t(1))
-        _call("MemRelease", handle)  # the mapping keeps the memory alive until it is unmapped
+        driver_call("MemSetAccess", ptr, ctypes.c_size_t(self.size), ctypes.byref(access), ctypes.c_size_t(1))
+        driver_call("MemRelease", handle)  # the mapping keeps the memory alive until it is unmapped
         self.ptr, self.nbytes = ptr.value, nbytes
 
     def tensor(self) -> torch.Tensor:
@@ -179,8 +179,8 @@ class _GpuMapping:
     def __del__(self) -> None:
         try:
             torch.cuda.synchronize()
-            _call("MemUnmap", ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
-            _call("MemAddressFree", ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
+            driver_call("MemUnmap", ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
+            driver_call("MemAddressFree", ctypes.c_ulonglong(self.ptr), ctypes.c_size_t(self.size))
         except Exception:  # interpreter shutdown: the process's mappings go with it
             pass
 

@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS compile_reports (  -- --mode compile: each submission
     run_id INTEGER NOT NULL REFERENCES runs(id),
     path TEXT NOT NULL,
     targets TEXT NOT NULL,           -- JSON list: gfx950, gfx942, sm_90, ...
-    report TEXT NOT NULL,            -- JSON: harness/crosscompile.py's rows, or {"error": ...}
+    report TEXT NOT NULL,            -- JSON: harness/compile/'s report rows, or {"error": ...}
     ok INTEGER NOT NULL DEFAULT 0    -- 1: every kernel compiled for every target
 );
 CREATE TABLE IF NOT EXISTS bandwidth (   -- measured once per device, reused by later runs
@@ -236,8 +236,7 @@ class Store:
                      json.dumps(c.clocks) if c.clocks else None,
                      c.energy_j * 1e3 if c.energy_j is not None else None,
                      c.energy_err_j * 1e3 if c.energy_err_j is not None else None, c.energy_note or None,
-                     c.kernel.median * 1e6 if c.kernel else None,
-                     c.competition.mean * 1e6 if c.competition else None,
+                     c.kernel.median * 1e6 if c.kernel else None, c.competition.mean * 1e6 if c.competition else None,
                      c.isolated.median * 1e6 if c.isolated else None,
                      c.slot_copy_s * 1e6 if c.slot_copy_s is not None else None))
 

@@ -44,7 +44,7 @@ BENCHMARKS.md session 18; about 9 us of it this file's own Python). The direct l
 Triton internals, so it is on only for the Triton versions in DIRECT_LAUNCH_TRITON; elsewhere
 every launch takes Triton's normal path.
 The split combine, the launch plan and `_launch` are one block of code shared by the three
-bundled Triton files (kept identical by tools/shared_code.py).
+bundled Triton files (kept identical by lab/shared_code.py).
 
 What bounds it now (one H200, Triton 3.6; the harness's audited leaderboard, BENCHMARKS.md session
 20, call 4; profiles from sessions 18 and 19): geomean over the 8 benchmark shapes 59.9 us timed,
@@ -204,7 +204,7 @@ def _format_plan(device: torch.device, interpreted: bool, amd: bool, launch: dic
 
 
 # ==== shared code: the same in triton_bf16.py, triton_fp8.py and triton_mxfp4.py, from here to the
-# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python tools/shared_code.py --write
+# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python lab/shared_code.py --write
 # ---------------------------------------------------------------------------------------------
 # Kernel 2: merge the NUM_SPLITS partial results of each (query row, head).
 # ---------------------------------------------------------------------------------------------

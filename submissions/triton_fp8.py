@@ -60,7 +60,7 @@ back, BENCHMARKS.md session 18: two or three launches; about 14-22 us of it this
 Python). The direct launch relies on Triton internals, so it is on only for the Triton versions in
 DIRECT_LAUNCH_TRITON; elsewhere every launch takes Triton's normal path.
 The split combine, the launch plan and `_launch` are one block of code shared by the three
-bundled Triton files (kept identical by tools/shared_code.py).
+bundled Triton files (kept identical by lab/shared_code.py).
 
 The sm_90 path (NVIDIA H100 / H200, Gluon)
 ------------------------------------------
@@ -75,8 +75,8 @@ differs from it by an ulp for some amax, which moves q / scale across e4m3 round
 wrong outputs on a few percent of calls (BENCHMARKS.md sessions 17 and 18). It runs for one query
 row per sequence on long sequences (LONG_KV) and wherever the sequences alone fill the GPU, two
 programs per SM there (SM90_WIDE_LAUNCH); elsewhere the portable kernel. Checked on the H200:
-tools/sm90_check.py (forced on for every one-row test case and ragged batches, 11 of 11),
-tools/stress_check.py (0 of 900 calls wrong at 4x8k, 64x8k and 256x1k, fresh inputs each) and the
+lab/sm90_check.py (forced on for every one-row test case and ragged batches, 11 of 11),
+lab/stress_check.py (0 of 900 calls wrong at 4x8k, 64x8k and 256x1k, fresh inputs each) and the
 audited leaderboard.
 
 What bounds it now (one H200, Triton 3.6; BENCHMARKS.md sessions 18 and 20)
@@ -458,7 +458,7 @@ if gluon is not None:
 
 
 # ==== shared sm_90 code: the same in triton_fp8.py and triton_mxfp4.py, to the end mark
-# ==== (tests/test_shared_code.py). Edit it in triton_fp8.py, then: python tools/shared_code.py --write
+# ==== (tests/test_shared_code.py). Edit it in triton_fp8.py, then: python lab/shared_code.py --write
 def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     """Whether launches on `device` take the Gluon kernel: an NVIDIA sm_90 GPU, a Triton version in
     SM90_TRITON with Gluon, and the SM90_GLUON knob on."""
@@ -495,7 +495,7 @@ def _amax_parts(plan: dict, numel: int, device: torch.device) -> tuple:
 
 
 # ==== shared code: the same in triton_bf16.py, triton_fp8.py and triton_mxfp4.py, from here to the
-# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python tools/shared_code.py --write
+# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python lab/shared_code.py --write
 # ---------------------------------------------------------------------------------------------
 # Kernel 2: merge the NUM_SPLITS partial results of each (query row, head).
 # ---------------------------------------------------------------------------------------------

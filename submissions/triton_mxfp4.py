@@ -28,7 +28,7 @@ to read every cache byte exactly once with the whole GPU busy, and to keep the d
   instead of about 8 for the portable code (geomean 97.9 -> 89.2 us on the H200, BENCHMARKS.md
   session 5). The portable code (Triton's interpreter, AMD) builds fp16 e2m1 * 2**-14 the same way
   and multiplies by 2**14 and the scale in fp32. Both decoders are checked bit for bit on every
-  code and every exponent by tools/mxfp4_decode_check.py (the PTX one on a GPU, the portable one
+  code and every exponent by lab/mxfp4_decode_check.py (the PTX one on a GPU, the portable one
   in the CPU tests).
 * A tile is loaded as (32-element blocks, rows, 16 bytes) and permuted to (rows, blocks, bytes),
   so each block's exponent is loaded once per row and broadcast over its 16 bytes in registers.
@@ -84,7 +84,7 @@ for the portable path (the same command with SUBMISSION_MXFP4_QK_DOT_SCALED=none
 AMD hardware. QK_DOT_SCALED = "all" forces the path anywhere:
 Triton 3.9's CPU interpreter runs tl.dot_scaled
 (tests/test_mxfp4_dot_scaled.py checks the path against the reference there), and on NVIDIA GPUs
-Triton emulates it (tools/mxfp4_dot_scaled_check.py, the same check on a GPU).
+Triton emulates it (lab/mxfp4_dot_scaled_check.py, the same check on a GPU).
 
 The launch plan (split count, grid, workspaces) depends only on the shapes and is cached per
 (batch, total_q, total_kv, device), so a call is: look up the plan, allocate the output, launch.
@@ -95,7 +95,7 @@ BENCHMARKS.md session 18; 13-25 us of it this file's own Python). The direct lau
 Triton internals, so it is on only for the Triton versions in DIRECT_LAUNCH_TRITON; elsewhere
 every launch takes Triton's normal path.
 The split combine, the launch plan and `_launch` are one block of code shared by the three
-bundled Triton files (kept identical by tools/shared_code.py).
+bundled Triton files (kept identical by lab/shared_code.py).
 
 The sm_90 path (NVIDIA H100 / H200, Gluon)
 ------------------------------------------
@@ -693,7 +693,7 @@ if gluon is not None:
 
 
 # ==== shared sm_90 code: the same in triton_fp8.py and triton_mxfp4.py, to the end mark
-# ==== (tests/test_shared_code.py). Edit it in triton_fp8.py, then: python tools/shared_code.py --write
+# ==== (tests/test_shared_code.py). Edit it in triton_fp8.py, then: python lab/shared_code.py --write
 def _sm90_path(device: torch.device, interpreted: bool) -> bool:
     """Whether launches on `device` take the Gluon kernel: an NVIDIA sm_90 GPU, a Triton version in
     SM90_TRITON with Gluon, and the SM90_GLUON knob on."""
@@ -726,7 +726,7 @@ def _format_plan(device: torch.device, interpreted: bool, amd: bool, launch: dic
 
 
 # ==== shared code: the same in triton_bf16.py, triton_fp8.py and triton_mxfp4.py, from here to the
-# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python tools/shared_code.py --write
+# ==== end mark (tests/test_shared_code.py). Edit it in triton_bf16.py, then: python lab/shared_code.py --write
 # ---------------------------------------------------------------------------------------------
 # Kernel 2: merge the NUM_SPLITS partial results of each (query row, head).
 # ---------------------------------------------------------------------------------------------

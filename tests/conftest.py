@@ -22,7 +22,7 @@ def pytest_configure(config):
 def cli(tmp_path: Path, *args: str) -> int:
     """eval.py's main, with this test's own database and log folder, no progress bars, and on the
     CPU (these tests assert what a CPU run prints; on a GPU machine they would otherwise run on the
-    GPU; GPU behaviour is checked by the device scripts in tools/)."""
+    GPU; GPU behaviour is checked by the device scripts in lab/)."""
     from harness.cli import main
 
     return main(["--no-progress", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--logs", str(tmp_path / "logs"),

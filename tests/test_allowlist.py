@@ -165,19 +165,15 @@ def test_the_allow_list_holds_no_checkout_home_tmp_or_database(tmp_path):
 @needs_sandbox
 def test_share_shows_a_file_and_refuses_the_checkout_home_or_results(tmp_path):
     """--share: public code a file loads by path (the GPU zoo loads submissions/triton_bf16.py)."""
-    import argparse
-
     from harness.config import UsageError
-    from harness.run import shared_paths
+    from harness.flags import private_paths, shared_paths
 
-    def args(*share):
-        return argparse.Namespace(share=list(share), db=str(tmp_path / "results" / "r.db"), logs=str(tmp_path / "logs"))
-
+    private = private_paths(str(tmp_path / "results" / "r.db"), str(tmp_path / "logs"))
     shared = ROOT / "submissions" / "triton_bf16.py"
-    assert shared_paths(args(str(shared))) == (shared,)
+    assert shared_paths([str(shared)], private) == (shared,)
     for wrong in (ROOT, ROOT / "submissions" / "missing.py", Path.home(), tmp_path):
         with pytest.raises(UsageError):
-            shared_paths(args(str(wrong)))
+            shared_paths([str(wrong)], private)
     box = bwrap_command(find_bwrap(), ROOT / "submissions" / "torch_batched.py", [], files=[shared])
     try:
         run = subprocess.run(box + [sys.executable, "-S", "-c", f"print(len(open({str(shared)!r}).read()) > 0)"],

@@ -2,7 +2,7 @@
 raw --nvtx`, header and cells as the H200's ncu writes them, BENCHMARKS.md), the attribution of
 kernels to calls, the judgement, and the plumbing of the profiled worker (its report through a
 pipe, its own output in its log) on the CPU with a stand-in profiler. The audit itself runs on
-the GPU (tools/h200_sandbox.sh)."""
+the GPU (lab/h200_sandbox.sh)."""
 
 import shutil
 
@@ -196,6 +196,7 @@ def test_the_audit_worker_gets_the_timed_workers_kernels_from_sandbox_to_sandbox
     scratch folder, where the worker cannot write."""
     import harness.audit as audit
     from harness.engine import RunContext
+    from harness.config import RunConfig
     from harness.sandbox import Sandbox
 
     monkeypatch.setattr(audit, "why_not", lambda ctx: "")
@@ -207,7 +208,8 @@ def test_the_audit_worker_gets_the_timed_workers_kernels_from_sandbox_to_sandbox
                     "open('/tmp/work/triton-cache/abc/kernel.bin', 'wb').write(b'compiled')\n"
                     + (ROOT / "submissions" / "torch_loop.py").read_text())
     timed = Sandbox(path, cpu, tmp_path / "timed.log", 120, sandbox="require")
-    box = audit.start(path, RunContext(problem, cpu, small=True, log_dir=tmp_path / "logs", sandbox="require"))
+    config = RunConfig(small=True, logs=str(tmp_path / "logs"), sandbox="require")
+    box = audit.start(path, RunContext(problem, cpu, config))
     try:
         timed.wait_ready()
         box.wait_ready()

@@ -10,6 +10,8 @@ from conftest import ROOT, cli
 
 from harness import bundle
 from harness.cli import build_parser
+from harness.config import RunConfig
+from harness.flags import configuration
 from harness.results import CaseResult, SubmissionResult
 from harness.timing import summarize
 
@@ -26,13 +28,13 @@ def made(tmp_path, source: str = SOURCE, *flags: str):
     shutil.copy(ROOT / "task.yml", task / "task.yml")
     shutil.copy(ROOT / "reference.py", task / "reference.py")
     (task / "task.yml").write_text((task / "task.yml").read_text().replace("companion:", "# companion:"))
-    args = build_parser().parse_args(["--budget", "0.5", "--mode", "benchmark", "--device", "cpu", *flags])
-    args.shape = None
+    args = build_parser().parse_args(["--budget", "0.5", "--mode", "benchmark", "--device", "cpu", "--seed", "7",
+                                      "--task", str(task / "task.yml"), *flags])
     results = {"run": {"seed": 7}, "rows": [
         {"submission": "mine.py", "kind": "benchmark", "case": "4×1k", "case_ok": True, "median_us": 100.0,
          "ci95_rel": 0.01, "sha256": bundle.sha256(source.encode())}]}
-    data = bundle.build(args, task / "task.yml", [(str(path), "mine.py", bundle.sha256(source.encode()))], 7,
-                        results, {"device": "test"}, ["--mode", "benchmark"])
+    data = bundle.build(configuration(args, ["--mode", "benchmark"]),
+                        [(str(path), "mine.py", bundle.sha256(source.encode()))], results, {"device": "test"})
     return bundle.write(tmp_path / "b.json", data), path, task
 
 
@@ -50,9 +52,9 @@ def test_a_bundle_holds_the_files_their_hashes_the_seed_and_the_flags(tmp_path):
 def test_a_file_changed_after_its_evaluation_is_not_bundled(tmp_path):
     path = tmp_path / "x.py"
     path.write_text(SOURCE)
-    args = build_parser().parse_args([])
+    config = RunConfig(task=str(ROOT / "task.yml"), seed=1)
     with pytest.raises(bundle.BundleError, match="changed after it was evaluated"):
-        bundle.build(args, ROOT / "task.yml", [(str(path), "x.py", "0" * 64)], 1, {"rows": []}, {}, [])
+        bundle.build(config, [(str(path), "x.py", "0" * 64)], {"rows": []}, {})
 
 
 def test_an_edited_or_foreign_bundle_is_refused(tmp_path):
@@ -95,10 +97,15 @@ def test_replay_refuses_a_changed_submission_or_task_in_one_line(tmp_path):
 def test_replay_takes_its_flags_from_the_bundle(tmp_path):
     out, path, task = made(tmp_path)
     args = build_parser().parse_args(["--replay", str(out), "--json", "x.json"])  # outputs may be given
-    notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
-    assert (args.seed, args.budget, args.mode, args.submission, args.task) == (
+    values, notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
+    assert (values["seed"], values["budget"], values["mode"], values["submission"], values["task"]) == (
         7, 0.5, "benchmark", [str(path)], str(task / "task.yml"))
     assert any("at their recorded paths" in note for note in notes)
+    config = configuration(args, ["--replay", str(out), "--json", "x.json"])  # the run's: the bundle's over its own
+    assert (config.seed, config.budget, config.mode, config.submission, config.task, config.json, config.argv[0]) == (
+        7, 0.5, "benchmark", (str(path),), str((task / "task.yml").resolve()), "x.json", "--replay")
+    assert config.replay == str(out) and config.replayed == tuple(bundle.read(out)["results"]["rows"])
+    assert any("at their recorded paths" in note for note in config.replay_notes)
     args = build_parser().parse_args(["--replay", str(out), "--seed", "3"])
     with pytest.raises(bundle.BundleError, match="--seed does not go with it"):
         bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))

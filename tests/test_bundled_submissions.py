@@ -5,6 +5,7 @@ import pytest
 from conftest import ROOT, TRITON_KERNELS, load_submission
 
 from harness.engine import RunContext, evaluate
+from harness.config import RunConfig
 from harness.problem import load_problem
 
 pytestmark = pytest.mark.slow  # every bundled kernel in Triton's interpreter
@@ -15,7 +16,8 @@ SUBMISSIONS = ("torch_batched.py", "torch_loop.py", "triton_bf16.py", "triton_fp
 
 @pytest.mark.parametrize("name", SUBMISSIONS)
 def test_bundled_submission_passes(problem, cpu, tmp_path, name):
-    result = evaluate(ROOT / "submissions" / name, RunContext(problem, cpu, small=True, log_dir=tmp_path), "test")
+    ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path)))
+    result = evaluate(ROOT / "submissions" / name, ctx, "test")
     failures = [f"{c.name}: {c.reason}" for c in result.cases if not c.ok]
     assert result.ok, result.error or failures
     assert len(result.cases) == len(problem.spec.cases("test", small=True))
@@ -45,13 +47,14 @@ def test_competition_style_files_run_unchanged(problem, cpu, tmp_path, path):
     q8 * scale rounded to bf16) is outside task.yml's precision contract, so the default task fails
     them on precision alone (every case computed, no interface error) and says they pass the
     competition's own task, where they rank."""
-    result = evaluate(path, RunContext(problem, cpu, small=True, log_dir=tmp_path), "test")
+    result = evaluate(path, RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path))), "test")
     assert not result.error and result.cases, result.error
     assert all(c.ok or c.reason.startswith("output differs from the reference") for c in result.cases), \
         [c.reason for c in result.cases]
     assert result.companion.startswith("passes amd-mixed-mla-competition's"), result.companion
     competition = load_problem(ROOT / "tasks" / "competition" / "task.yml")
-    result = evaluate(path, RunContext(competition, cpu, small=True, log_dir=tmp_path / "competition"), "test")
+    ctx = RunContext(competition, cpu, RunConfig(small=True, logs=str(tmp_path / "competition")))
+    result = evaluate(path, ctx, "test")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
     assert all("kv=fp8,q=fp8" in c.reason for c in result.cases)  # (the competition's check has that path only)
 
@@ -272,9 +275,9 @@ def test_every_e4m3_value_is_exact_in_fp16():
 
 def test_mxfp4_decoding_is_bit_exact_for_every_code_and_exponent():
     """triton_mxfp4.py's portable decoder (the one the interpreter and AMD GPUs run), through
-    tools/mxfp4_decode_check.py: all 256 byte values under all 255 exponents, bit for bit
+    lab/mxfp4_decode_check.py: all 256 byte values under all 255 exponents, bit for bit
     against harness.quant. (The same tool checks the PTX decoder on an NVIDIA GPU.)"""
-    run = _run_interpreted([str(ROOT / "tools" / "mxfp4_decode_check.py")], timeout=300)
+    run = _run_interpreted([str(ROOT / "lab" / "mxfp4_decode_check.py")], timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "portable decoder: 293760 of 293760 values bit-exact" in run.stdout
 

@@ -454,7 +454,7 @@ def test_history_of_a_database_that_is_not_there_is_one_line(tmp_path, capsys):
 def test_a_file_that_ends_the_harness_gpu_context_fails_and_the_rest_say_not_run(tmp_path, capsys, monkeypatch):
     """Under MPS a worker's GPU fault (or a worker killed mid-kernel) ends every client's context,
     the harness's included, and a new client gets no GPU while the harness lives (H200,
-    tools/mps_fault_probe.py): the file that ran is failed with that reason, the later ones are
+    lab/mps_fault_probe.py): the file that ran is failed with that reason, the later ones are
     stored as not run, never evaluated elsewhere (a fresh evaluator fell back to the CPU)."""
     from harness import device
 
@@ -468,3 +468,75 @@ def test_a_file_that_ends_the_harness_gpu_context_fails_and_the_rest_say_not_run
     rows = dict(db.execute("SELECT name, error FROM submissions").fetchall())
     assert rows["torch_batched.py"] == device.CONTEXT_LOST
     assert rows["torch_loop.py"] == "not run: the harness's GPU context was lost while torch_batched.py ran"
+
+
+def _namespace_writes(tree) -> list[int]:
+    """Lines of `tree` that write to a parsed argparse Namespace, which harness/ names `args`: an
+    attribute assigned or deleted (`args.x = ...`, `args.x += ...`, `(args.x,) = ...`), setattr /
+    delattr on it, or its dictionary written (`vars(args)[...] = ...`, `vars(args).update(...)`)."""
+    import ast
+
+    def is_args(node) -> bool:
+        return isinstance(node, ast.Name) and node.id == "args"
+
+    def is_args_dict(node) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
+                and node.args and is_args(node.args[0])) or (isinstance(node, ast.Attribute)
+                                                              and node.attr == "__dict__" and is_args(node.value))
+
+    def written(target) -> bool:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return any(written(t) for t in target.elts)
+        if isinstance(target, ast.Starred):
+            return written(target.value)
+        return (isinstance(target, ast.Attribute) and is_args(target.value)) or (
+            isinstance(target, ast.Subscript) and is_args_dict(target.value))
+
+    lines = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        if any(written(t) for t in targets):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and node.args and (
+                (isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and is_args(node.args[0]))
+                or (isinstance(node.func, ast.Attribute) and is_args_dict(node.func.value))):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_harness_module_changes_the_parsed_command_line():
+    """The command line is parsed once and turned into one frozen RunConfig (harness/flags.py
+    `configuration`); nothing writes to the parsed Namespace, before or after."""
+    import ast
+
+    written = [f"{path.relative_to(ROOT)}:{line}" for path in sorted((ROOT / "harness").rglob("*.py"))
+               for line in _namespace_writes(ast.parse(path.read_text()))]
+    assert not written, f"the parsed command line is written to at {', '.join(written)}"
+    assert _namespace_writes(ast.parse("args.shape = 1\n(args.baseline,) = x\nsetattr(args, 'a', 1)\n"
+                                       "vars(args)['b'] = 2\nargs.c += 1\n")) == [1, 2, 3, 4, 5]
+
+
+def test_one_configuration_holds_every_flag_and_the_context_copies_none(tmp_path):
+    """Every flag has its field in RunConfig, named as its argparse dest; the engine's RunContext
+    holds the configuration rather than copies of its fields (its `device` is the device found, beside
+    the flag's choice); building the configuration leaves the parsed command line as it was."""
+    import dataclasses
+
+    from harness.config import RunConfig, RunContext
+    from harness.flags import build_parser, configuration
+
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    dests = {action.dest for action in build_parser()._actions if action.dest != "help"}
+    assert dests <= fields, sorted(dests - fields)
+    assert {f.name for f in dataclasses.fields(RunContext)} & fields == {"device"}
+    argv = ["--mode", "test", "--shape", "batchsize=2", "--submission", "a.py", "--db", str(tmp_path / "r.db")]
+    args = build_parser().parse_args(argv)
+    before = dict(vars(args))
+    config = configuration(args, argv)
+    assert vars(args) == before
+    assert (config.mode, config.shape, config.submission, config.db, config.argv) == (
+        "test", ("batchsize=2",), ("a.py",), str(tmp_path / "r.db"), tuple(argv))
+    assert config.logs.endswith("logs") and isinstance(config.seed, int) and config.task.endswith("task.yml")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.mode = "benchmark"

@@ -59,12 +59,13 @@ def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, 
     import dataclasses
 
     from harness.engine import RunContext, evaluate
+    from harness.config import RunConfig
     from harness.problem import load_problem
     from harness.spec import Timeouts
 
     task = load_problem(ROOT / "tasks" / "competition" / "task.yml")
     task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, timeouts=Timeouts(120, 30, 60)))
-    result = evaluate(path, RunContext(task, cpu, small=True, log_dir=tmp_path), "test")
+    result = evaluate(path, RunContext(task, cpu, RunConfig(small=True, logs=str(tmp_path))), "test")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
     assert all("kv=fp8,q=fp8" in c.reason for c in result.cases)
 

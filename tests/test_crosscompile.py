@@ -1,4 +1,4 @@
-"""The cross-compile report (harness/crosscompile.py): the Triton kernels a file launches on each
+"""The cross-compile report (harness/compile/): the Triton kernels a file launches on each
 target, planned as on that target's GPU, compiled offline with the compiler's own numbers and named
 messages for the usual traps; the report read at 80 and 120 columns."""
 
@@ -15,10 +15,11 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from conftest import ROOT
-from harness.crosscompile import (AMD_OPTIONS_ON_NVIDIA, FP8_OCP_ON_GFX942, KPACK_ON_GFX950, NO_MATRIX, PLANNED_ON_CPU,
-                                  TARGET_DEVICES, XF32_MFMA, CompileReport, CrossCompileError, amd_occupancy,
-                                  cross_compile_report, main, matrix_instructions, matrix_kind, parse_amdgcn,
-                                  parse_target, read_report, report_markdown)
+from harness.compile.assembly import amd_occupancy, matrix_instructions, parse_amdgcn
+from harness.compile.report import CompileReport, CrossCompileError, matrix_kind, read_report, report_markdown
+from harness.compile.run import cross_compile_report, main
+from harness.compile.targets import (AMD_OPTIONS_ON_NVIDIA, FP8_OCP_ON_GFX942, KPACK_ON_GFX950, NO_MATRIX, PLANNED_ON_CPU,
+                                     TARGET_DEVICES, XF32_MFMA, parse_target)
 
 TASK = ROOT / "task.yml"
 AMD_STYLE = ROOT / "tests" / "amd_style"
@@ -553,7 +554,7 @@ def test_a_missing_ptxas_is_said_in_one_line(monkeypatch):
     """Triton's wheel ships ptxas; where it cannot be found, NVIDIA targets are skipped with one line."""
     import triton.knobs
 
-    from harness.crosscompile import _ptxas_problem
+    from harness.compile.compiler import _ptxas_problem
 
     monkeypatch.setattr(triton.knobs.NvidiaTool, "from_path", staticmethod(lambda path: None))
     assert re.fullmatch(r"ptxas not found \(Cannot find ptxas[\w-]*\): NVIDIA targets need .*", _ptxas_problem(90))
@@ -607,7 +608,7 @@ def test_a_forged_compile_report_reaches_the_terminal_as_plain_text_and_a_broken
 def test_nvidia_local_memory_counts_the_stack_frame_where_ptxas_spills():
     """cuobjdump's line for a kernel that spills on sm_90 (exp/bf16_swap.py's 64x8k specialization,
     which the H200 reported as 162 spilled registers): the spills are in STACK, not LOCAL."""
-    from harness.crosscompile import nvidia_local_bytes, parse_resource_usage
+    from harness.compile.assembly import nvidia_local_bytes, parse_resource_usage
 
     text = ("Resource usage:\n Common:\n  GLOBAL:0\n Function _mla_decode_kernel:\n"
             "  REG:255 STACK:648 SHARED:0 LOCAL:0 CONSTANT[0]:528 TEXTURE:0 SURFACE:0 SAMPLER:0\n")
@@ -630,8 +631,24 @@ def test_a_failed_capture_reaches_the_terminal_without_control_characters(tmp_pa
 
 
 def test_a_report_over_its_limit_fails_the_file(monkeypatch):
-    import harness.crosscompile as xc
+    import harness.compile.run as run
 
-    monkeypatch.setattr(xc, "REPORT_LIMIT", 100)  # (a real report is a few KB)
-    with pytest.raises(xc.CrossCompileError, match="the report is larger than 100 bytes"):
-        xc.cross_compile_report(AMD_STYLE / "launch_options.py", ["gfx950"], TASK, cases=1)
+    monkeypatch.setattr(run, "REPORT_LIMIT", 100)  # (a real report is a few KB)
+    with pytest.raises(CrossCompileError, match="the report is larger than 100 bytes"):
+        run.cross_compile_report(AMD_STYLE / "launch_options.py", ["gfx950"], TASK, cases=1)
+
+
+def test_the_sandboxed_child_holds_only_the_childs_side():
+    """The child's sandbox holds the harness modules its entry file imports (harness/allowlist.py):
+    the package's child side, none of the parent's (run.py, report.py, harness/launch.py)."""
+    from harness.allowlist import code_files
+    from harness.compile.run import CHILD, CHILD_FILE
+
+    assert CHILD_FILE.is_file() and CHILD == "harness.compile.capture" and CHILD_FILE.stem == "capture"
+    held = {path.relative_to(ROOT).as_posix() for path in code_files((CHILD_FILE,)) if path.suffix == ".py"}
+    child = {f"harness/compile/{name}.py" for name in ("__init__", "capture", "record", "compiler", "assembly",
+                                                       "targets")}
+    assert child <= held, sorted(child - held)
+    parent = {"harness/compile/run.py", "harness/compile/report.py", "harness/compile/__main__.py",
+              "harness/launch.py", "harness/store.py", "harness/allowlist.py"}
+    assert not held & parent, sorted(held & parent)

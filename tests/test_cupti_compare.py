@@ -1,4 +1,4 @@
-"""tools/cupti_compare.py on the CPU: the GPU measurement itself runs only on the H200, so what is
+"""lab/cupti_compare.py on the CPU: the GPU measurement itself runs only on the H200, so what is
 tested here is what decides its verdicts: the parsing of a profiler trace, the attribution of
 GPU activities to calls, the per-call numbers, the comparison with a leaderboard export and its
 flags (all pure functions, on synthetic traces), and the command line (--help; --load/--compare
@@ -12,10 +12,10 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "lab"))
 import cupti_compare as cc  # noqa: E402
 
-TOOL = ROOT / "tools" / "cupti_compare.py"
+TOOL = ROOT / "lab" / "cupti_compare.py"
 
 
 # ---------------------------------------------------------------- a synthetic profiler trace

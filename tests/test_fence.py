@@ -1,6 +1,6 @@
 """The fenced timing's parent side on the CPU: a fake fence stands in for the GPU's flags and events,
 a fake worker's replies for the channel, so the code that decides which number ranks runs here. The
-real fence runs on the H200 (tools/h200_fence.sh, BENCHMARKS.md)."""
+real fence runs on the H200 (lab/h200_fence.sh, BENCHMARKS.md)."""
 import dataclasses
 import types
 from pathlib import Path
@@ -260,7 +260,7 @@ def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, 
         raise RuntimeError("the worker died")
 
     monkeypatch.setattr(engine, "evaluate", evaluate)
-    config = RunConfig(mode="leaderboard", task=str(problem.spec.path), device="cuda", log_dir=str(tmp_path))
+    config = RunConfig(mode="leaderboard", task=str(problem.spec.path), device="cuda", logs=str(tmp_path))
     files = {**ray_backend.task_bundle(Path(problem.spec.path)), "submission/x.py": b"def custom_kernel(d): pass\n"}
     with pytest.raises(RuntimeError):
         ray_backend._job(config, files, "x.py")

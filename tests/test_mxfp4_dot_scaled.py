@@ -86,9 +86,9 @@ def test_the_query_is_rounded_to_e4m3_as_the_reference_rounds_it():
 
 @pytest.mark.slow
 def test_the_path_matches_the_fp8_query_reference_in_the_interpreter():
-    """tools/mxfp4_dot_scaled_check.py under the interpreter: the path forced on, every small test
+    """lab/mxfp4_dot_scaled_check.py under the interpreter: the path forced on, every small test
     case as planned and again cut into split-K chunks, each output within the strict check of the
     kv=mxfp4,q=fp8 reference (the same tool checks it on a GPU, where NVIDIA emulates dot_scaled)."""
-    run = _interpreted([str(ROOT / "tools" / "mxfp4_dot_scaled_check.py")], timeout=600)
+    run = _interpreted([str(ROOT / "lab" / "mxfp4_dot_scaled_check.py")], timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert ": PASS, 8 of 8 runs match kv=mxfp4,q=fp8" in run.stdout, run.stdout

@@ -20,7 +20,7 @@ MIXED = [ROOT / "submissions" / "torch_batched.py", ZOO / "zeros.py", ZOO / "seg
 
 def config_for(problem, tmp_path, mode="test", **kw):
     return RunConfig(task=str(problem.spec.path), mode=mode, device="cpu", small=True,
-                     log_dir=str(tmp_path / "logs"), secret=1234, **kw)
+                     logs=str(tmp_path / "logs"), seed=1234, **kw)
 
 
 def verdicts(result):
@@ -30,7 +30,7 @@ def verdicts(result):
 @pytest.fixture(scope="module")
 def sequential(problem, cpu, tmp_path_factory):
     """{path: verdicts} of MIXED evaluated one after the other (computed once for the module)."""
-    ctx = RunContext(problem, cpu, True, tmp_path_factory.mktemp("seq"), secret=1234)
+    ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path_factory.mktemp("seq")), seed=1234))
     return {p: verdicts(evaluate(p, ctx, "test")) for p in MIXED}
 
 
@@ -133,7 +133,7 @@ def test_ray_backend_matches_sequential(problem, tmp_path, sequential):
     from harness.ray_backend import evaluate_ray
 
     paths = MIXED[:3]
-    settings = config_for(problem, tmp_path, max_seconds=problem.spec.timing.max_seconds)
+    settings = config_for(problem, tmp_path, budget=problem.spec.timing.max_seconds)
     results = evaluate_ray(paths, settings, address=None, num_cpus=2)
     assert [verdicts(r) for r in results] == [sequential[p] for p in paths]
     assert [r.path for r in results] == [str(p) for p in paths]

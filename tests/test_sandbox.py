@@ -19,6 +19,7 @@ import pytest
 from conftest import ROOT, cli, processes_with
 
 from harness.engine import RunContext, evaluate
+from harness.config import RunConfig
 from harness.launch import sandbox_problem
 from harness.store import Store
 
@@ -59,7 +60,7 @@ def attack(problem, cpu, arena, name, mode="test", **timeouts):
     if timeouts:
         problem = dataclasses.replace(problem, spec=dataclasses.replace(
             problem.spec, timeouts=dataclasses.replace(problem.spec.timeouts, **timeouts)))
-    ctx = RunContext(problem, cpu, small=True, log_dir=logs, sandbox="require", private=(db_path, logs))
+    ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(logs), sandbox="require", private=(db_path, logs)))
     result = evaluate(path, ctx, mode)
     assert result.sandboxed
     return result, Path(result.log).read_text()
@@ -250,7 +251,7 @@ def test_a_submission_directly_in_tmp_runs(problem, cpu, tmp_path):
     path = Path(tempfile.gettempdir()) / f"mla-eval-test-{os.getpid()}.py"
     shutil.copy(ROOT / "submissions" / "torch_batched.py", path)
     try:
-        ctx = RunContext(problem, cpu, small=True, log_dir=tmp_path / "logs", sandbox="require")
+        ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path / "logs"), sandbox="require"))
         result = evaluate(path, ctx, "test")
     finally:
         path.unlink()
@@ -442,18 +443,17 @@ def test_other_databases_beside_the_runs_are_hidden(tmp_path):
     """A submission of one run could read, or read-lock, the database of another run going on at the
     same time (red-team pass 11: that run died with 'database is locked'); the databases' usual
     folder is hidden with the run's own. (Outside /tmp, which the sandbox replaces anyway.)"""
-    import argparse
     import subprocess
 
     from harness.launch import bwrap_command, find_bwrap
-    from harness.run import private_paths
+    from harness.flags import private_paths
 
     (ROOT / "results").mkdir(exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="test-hidden-", dir=ROOT / "results"))
     try:
         (folder / "runs.db").touch()
         (folder / "other.db").write_bytes(b"SQLite format 3\0")
-        private = private_paths(argparse.Namespace(db=str(folder / "runs.db"), logs=str(tmp_path / "logs")))
+        private = private_paths(str(folder / "runs.db"), str(tmp_path / "logs"))
         box = bwrap_command(find_bwrap(), ROOT / "submissions" / "torch_batched.py", private)
         try:
             run = subprocess.run(box + [sys.executable, "-c", f"open({str(folder / 'other.db')!r}, 'rb')"],

@@ -1,5 +1,5 @@
 """The three bundled Triton kernels share one block of code (split combine, launch plan, direct
-launch), copied into each single file from triton_bf16.py by tools/shared_code.py, and the two
+launch), copied into each single file from triton_bf16.py by lab/shared_code.py, and the two
 Gluon files a second one (the choice of their sm_90 path), from triton_fp8.py; the direct launch,
 which relies on Triton internals, falls back to Triton's normal launch wherever it was not
 measured or no longer fits."""
@@ -12,12 +12,12 @@ import pytest
 import triton
 from conftest import ROOT, TRITON_KERNELS, load_submission
 
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "lab"))
 import shared_code  # noqa: E402
 
 @pytest.mark.parametrize("spec", shared_code.BLOCKS, ids=lambda spec: spec.begin)
 def test_every_copy_of_the_shared_code_agrees(spec):
-    assert shared_code.differences(*spec) == {}, "run: python tools/shared_code.py --write"
+    assert shared_code.differences(*spec) == {}, "run: python lab/shared_code.py --write"
 
 
 def test_a_drifted_copy_of_the_sm90_block_is_named(tmp_path):

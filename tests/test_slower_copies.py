@@ -1,6 +1,6 @@
 """The slowed copies of a bundled file (tests/slower/, issue 41's acceptance on the H200): on the
 CPU they are the original, unchanged; they load the original and their helper by path, so the device
-scripts run them as standalone files (tools/standalone.py packs tests/slower/ with them)."""
+scripts run them as standalone files (lab/standalone.py packs tests/slower/ with them)."""
 
 import importlib.util
 import sys
@@ -33,7 +33,7 @@ def test_the_copies_wrap_triton_fp8_with_their_fraction():
 
 
 def test_standalone_copies_carry_the_helper_and_the_original():
-    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "lab"))
     from standalone import standalone
 
     text = standalone(ROOT / "tests" / "slower" / "triton_fp8_plus3.py")

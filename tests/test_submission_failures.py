@@ -7,6 +7,7 @@ import pytest
 from conftest import ROOT, ZOO, log_of
 
 from harness.engine import RunContext, evaluate
+from harness.config import RunConfig
 
 pytestmark = pytest.mark.slow  # one worker per broken submission: end to end
 
@@ -16,7 +17,7 @@ def run(problem, cpu, name, mode="test", tmp_path=None, **timeouts):
         problem = dataclasses.replace(problem, spec=dataclasses.replace(
             problem.spec, timeouts=dataclasses.replace(problem.spec.timeouts, **timeouts)))
     path = ZOO / name if (ZOO / name).exists() else ROOT / "submissions" / name
-    return evaluate(path, RunContext(problem, cpu, small=True, log_dir=tmp_path), mode)
+    return evaluate(path, RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path))), mode)
 
 
 def first_failure(result):
@@ -107,7 +108,7 @@ def test_exploit_is_rejected(problem, cpu, tmp_path, capfd, name, mode, expected
 
 
 def test_no_seed_reaches_the_worker(problem, cpu, tmp_path):
-    ctx = RunContext(problem, cpu, small=True, log_dir=tmp_path, secret=987654321)
+    ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path), seed=987654321))
     result = evaluate(ZOO / "probes_env.py", ctx, "test")
     assert result.ok, result.error or [f"{c.name}: {c.reason}" for c in result.cases if not c.ok]
     log = log_of(tmp_path, "probes_env")
@@ -124,7 +125,7 @@ def test_gc_walk_finds_no_expected_output(problem, cpu, tmp_path):
 def test_honest_submission_passes_20_fresh_seeds_in_a_row(problem, cpu, tmp_path):
     spec = dataclasses.replace(problem.spec, timing=dataclasses.replace(
         problem.spec.timing, min_runs=20, max_runs=20, max_seconds=600.0))
-    ctx = RunContext(dataclasses.replace(problem, spec=spec), cpu, small=True, log_dir=tmp_path)
+    ctx = RunContext(dataclasses.replace(problem, spec=spec), cpu, RunConfig(small=True, logs=str(tmp_path)))
     result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "benchmark")
     assert result.ok, first_failure(result)
     assert all(c.device.runs == 20 for c in result.cases)
@@ -132,8 +133,8 @@ def test_honest_submission_passes_20_fresh_seeds_in_a_row(problem, cpu, tmp_path
 
 def test_case_seeds_mix_in_the_run_secret(problem, cpu, tmp_path):
     case = problem.spec.cases("test", small=True)[0]
-    a = RunContext(problem, cpu, True, tmp_path, secret=1).case_seed(case)
-    b = RunContext(problem, cpu, True, tmp_path, secret=2).case_seed(case)
+    a = RunContext(problem, cpu, RunConfig(seed=1)).case_seed(case)
+    b = RunContext(problem, cpu, RunConfig(seed=2)).case_seed(case)
     assert a != b and a != case.seed
 
 
@@ -145,16 +146,16 @@ def test_case_seeds_do_not_give_the_secret_away(problem, cpu, tmp_path):
     import dataclasses
 
     secret, mask, p = 2420304158747647560, (1 << 32) - 1, 2**63 - 1
-    ctx = RunContext(problem, cpu, True, tmp_path, secret=secret)
+    ctx = RunContext(problem, cpu, RunConfig(seed=secret))
     case = problem.spec.cases("test", small=True)[0]
     for a in (case.seed, 7, 123456):
         low, high = (ctx.case_seed(dataclasses.replace(case, args={**case.args, "seed": s})) for s in (a, a + 1))
         assert (high - low) % p & mask != (secret + a + 2) % p & mask
-    assert RunContext(problem, cpu, True, tmp_path, secret=secret).case_seed(case) == ctx.case_seed(case)  # --seed reproduces
+    assert RunContext(problem, cpu, RunConfig(seed=secret)).case_seed(case) == ctx.case_seed(case)  # --seed reproduces
 
 
 def test_timed_call_seeds_follow_the_secret(problem, cpu, tmp_path):
     case = problem.spec.cases("benchmark", small=True)[0]
-    draw = lambda secret: [f() for f in [RunContext(problem, cpu, True, tmp_path, secret=secret).timed_seeds(case)] for _ in range(3)]  # noqa: E731
+    draw = lambda secret: [f() for f in [RunContext(problem, cpu, RunConfig(seed=secret)).timed_seeds(case)] for _ in range(3)]  # noqa: E731
     first, again, other = draw(7), draw(7), draw(8)
     assert first == again and first != other and len(set(first)) == 3

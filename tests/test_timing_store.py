@@ -107,9 +107,10 @@ def test_phase_breakdown_is_recorded_shown_and_exported(problem, cpu, tmp_path):
 
     from conftest import ROOT
     from harness.engine import RunContext, evaluate
+    from harness.config import RunConfig
     from harness.report import phase_line, write_exports
 
-    ctx = RunContext(problem, cpu, True, tmp_path / "logs", secret=7)
+    ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path / "logs"), seed=7))
     result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "leaderboard")
     assert result.ok, result.error or [f"{c.name}: {c.reason}" for c in result.cases if not c.ok]
     phases = result.phases
@@ -301,11 +302,12 @@ def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu
     import dataclasses
 
     from harness.engine import RunContext, _benchmark_case
+    from harness.config import RunConfig
     from harness.spec import Timing
 
     spec = dataclasses.replace(problem.spec, timing=Timing(warmup_calls=0, min_runs=10, max_runs=100,
                                                            max_seconds=1e-9, target_rel_ci=1e-9))
-    ctx = RunContext(dataclasses.replace(problem, spec=spec), cpu, small=True, log_dir=tmp_path)
+    ctx = RunContext(dataclasses.replace(problem, spec=spec), cpu, RunConfig(small=True, logs=str(tmp_path)))
     case = spec.cases("benchmark", small=True)[0]
     calls = _ScriptedCalls(ctx, case, tails)
     result = _benchmark_case(calls, "bf16", lambda *a, **k: None)
@@ -462,6 +464,7 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
     from harness import case as case_module
     from harness import engine, sandbox
     from harness.engine import RunContext
+    from harness.config import RunConfig
     from harness.verdict import tensors
 
     events = []
@@ -472,7 +475,8 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
     box.device = cpu
     box._send = lambda msg, fds=(): events.append(msg["op"])
     case = problem.spec.cases("benchmark", small=True)[0]
-    inputs = case_module.CaseInputs(RunContext(problem, cpu, small=True, log_dir=tmp_path), case, engine.PhaseClock({}))
+    ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path)))
+    inputs = case_module.CaseInputs(ctx, case, engine.PhaseClock({}))
     shape, dtype = inputs.layout
     inputs.box = box
     inputs.data = problem.generate(case.args, case.seed ^ 1, cpu.torch_device)   # stands in for the shared copy
@@ -548,17 +552,20 @@ def test_a_gpu_cases_launch_bound_calls_reach_its_result_and_warning(problem):
 
 @pytest.mark.slow  # a worker, two CPU cases
 def test_diagnostics_time_extra_calls_the_competitions_way_and_isolated_beside_the_ranked_number(problem, cpu,
-                                                                                             tmp_path):
+                                                                                             tmp_path, monkeypatch):
     """--diagnostics: per benchmark case DIAGNOSTIC_CALLS more calls, each on fresh inputs and judged,
     timed the competition's way and as isolated calls by the worker; shown and exported beside the
-    ranked median (comp µs, host overhead µs), never instead of it."""
+    ranked median (comp µs, host overhead µs), never instead of it. (A run takes them on a GPU only:
+    here the engine is made to take them on the CPU.)"""
     import dataclasses as dc
 
     from harness.engine import DIAGNOSTIC_CALLS, RunContext, evaluate
+    from harness.config import RunConfig
     from harness.report import export_rows
 
+    monkeypatch.setattr(RunContext, "diagnostics", property(lambda ctx: ctx.config.diagnostics))
     spec = dc.replace(problem.spec, timing=dc.replace(problem.spec.timing, max_seconds=0.05, max_runs=5))
-    ctx = RunContext(dc.replace(problem, spec=spec), cpu, small=True, log_dir=tmp_path, diagnostics=True)
+    ctx = RunContext(dc.replace(problem, spec=spec), cpu, RunConfig(small=True, logs=str(tmp_path), diagnostics=True))
     result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "benchmark")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
     timed = [c for c in result.cases if c.kind == "benchmark"]

@@ -33,13 +33,13 @@ class CallTimer:
       inside the timed interval (BENCHMARKS.md);
     * then one read of the whole buffer, so L2 ends up holding clean lines: the call's first
       reads do not pay for writing back the flush's dirty lines (`flush="write"` skips this step;
-      tools/timing_experiments.py compares the two).
+      lab/timing_experiments.py compares the two).
 
     On NVIDIA the flush starts by returning every persisting L2 line to normal (the driver's
     cuCtxResetPersistingL2Cache): lines a submission marked persisting (an access-policy window)
     could otherwise survive the flush's ordinary writes and make the next call's reads warm. On the
     H200 they did not, even without the reset (tests/zoo_gpu/persists_in_l2.py;
-    tools/l2_persist_check.py measures both ways): the reset is defence in depth.
+    lab/l2_persist_check.py measures both ways): the reset is defence in depth.
 
     Host time (CPU wall from call to return) is reported beside the device time, and whether the
     GPU had already passed the start event when the call returned (`caught_up`: it may then have

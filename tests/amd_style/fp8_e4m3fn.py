@@ -4,7 +4,7 @@ A small MLA decode kernel (one program per sequence, all 16 heads at once) over 
 each tile is loaded as fp8, widened to fp32 and multiplied by the per-tensor scale, so Triton's
 CPU interpreter computes it right and the file passes the task's checks on the CPU.
 
-What the cross-compile report (harness/crosscompile.py) must say about it:
+What the cross-compile report (harness/compile/) must say about it:
   * gfx950: compiled, no fp8 message (MI355X's fp8 is OCP e4m3fn);
   * gfx942: compiled, with the named message FP8_OCP_ON_GFX942: MI300's fp8 is e4m3fnuz, which is
     what the harness hands a submission there, and OCP e4m3 is converted in software.

@@ -5,7 +5,7 @@ Triton's CPU interpreter computes them right) whose launch always adds the three
 as a file tuned on an MI300 / MI355X would. The CPU interpreter ignores them, so the file passes
 the task's checks on the CPU; what it costs is only visible when compiled.
 
-What the cross-compile report (harness/crosscompile.py) must say about it:
+What the cross-compile report (harness/compile/) must say about it:
   * gfx950 and gfx942: compiled, with MFMA instructions, at the 2 waves per SIMD waves_per_eu asks
     for (the compiler caps the registers at 256 for it; with these fp32 tiles that costs spills,
     which the report shows);

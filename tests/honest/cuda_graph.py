@@ -15,7 +15,7 @@ kept (least recently used dropped). Without CUDA (the CPU), or while a caller is
 a graph (the harness's --graph), the same kernels run eagerly on the call's inputs.
 
 Must get: passes every case; ranked within 5% of the GPU time an independent CUPTI trace shows
-(tools/cupti_compare.py: ranked median at most 5% above the CUPTI span of the call, copies
+(lab/cupti_compare.py: ranked median at most 5% above the CUPTI span of the call, copies
 included, and not more than 5% below its kernel time), on the H200 with the parent's fence. In
 CUPTI its kernels are graph-launched (one cudaGraphLaunch per call) and its input copies are
 memcpy activities, not kernels.

@@ -11,7 +11,7 @@ Nothing is cached between calls; the sizes it pads to come from the inputs' shap
 config's ints (q_seq_len, kv_seq_len: the longest sequence), so no value is read back to the host.
 
 Must get: passes every case; ranked within 5% of the GPU time an independent CUPTI trace shows
-(tools/cupti_compare.py: ranked median at most 5% above the CUPTI span of the call and not more
+(lab/cupti_compare.py: ranked median at most 5% above the CUPTI span of the call and not more
 than 5% below its kernel time), on the H200 with the parent's fence. Its launches are queued
 before the clock starts, so none of its ~60 launch latencies may appear in the ranked time.
 """

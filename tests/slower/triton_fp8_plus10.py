@@ -2,7 +2,7 @@
 kernel beside it, calibrated per shape so the whole call takes 1.10x the original's time).
 Must get: passes every case, as the original; "slower" on every case against triton_fp8.py on the H200
 (issue 41: --compare of a run of the original and a run of this file at the same path, --baseline), its
-geomean about 10% above the original's. Run it as a standalone file (tools/standalone.py: the sandbox
+geomean about 10% above the original's. Run it as a standalone file (lab/standalone.py: the sandbox
 shows a worker only its own file)."""
 import importlib.util
 from pathlib import Path

@@ -2,7 +2,7 @@
 kernel beside it, calibrated per shape so the whole call takes 1.03x the original's time).
 Must get: passes every case, as the original; ranks strictly behind triton_fp8.py in every run on the
 H200 (issue 41: ties stay tight), its geomean about 3% above the original's. Run it as a standalone
-file (tools/standalone.py: the sandbox shows a worker only its own file)."""
+file (lab/standalone.py: the sandbox shows a worker only its own file)."""
 import importlib.util
 from pathlib import Path
 

@@ -7,7 +7,7 @@ later).
 Must get: without effect. It passes (its answers are right), and no case's timed median is below the
 bundled bf16 kernel's median for that case over the same session's fresh seeds: the timer returns every
 persisting line to normal before its flush (harness/worker/timer.py), and the flush writes twice the
-L2 size; the audit's profiler flushes all of L2 before each kernel. tools/l2_persist_check.py times it
+L2 size; the audit's profiler flushes all of L2 before each kernel. lab/l2_persist_check.py times it
 against the honest kernel with and without the timer's reset. Its log says what the driver granted."""
 import ctypes
 import importlib.util

@@ -2,7 +2,7 @@
 preloads_kv.py, prefetches_l2.py, holds_sms_at_census.py). Not a submission: the zoo files load it by
 path, as they load submissions/triton_bf16.py. The sandbox shows a worker only its own file
 (harness/allowlist.py), so a run of them passes `--share` for both files, or runs the copy
-tools/standalone.py makes, which carries them.
+lab/standalone.py makes, which carries them.
 
 What is here:
 * `AtGate`: attention over the bf16 cache computed by one Triton kernel of one program per SM that is

@@ -1,0 +1,46 @@
+"""The harness's public entry points for programs outside it: the device experiments in lab/, and
+anyone scripting the harness. Import from here, not from the modules behind it: those are internal
+and move when the harness is reorganised; a name here keeps its meaning, and tests/test_layout.py
+imports every lab/ script, so a change that breaks one fails the test suite.
+
+What each name is:
+  main                  the command line (`eval.py`): main(argv) -> exit code
+  load_problem, load_task, SpecError, tensors
+                        a task (task.yml + reference.py), its spec, and the tensors of an input tree
+  detect, measure_copy_bandwidth
+                        the device the harness would use, and its measured copy bandwidth
+  load_module, CallTimer, capture_graph
+                        a submission loaded the worker's way, the worker's own timer, a CUDA graph of one call
+  clone_tree, dequantize_mxfp4
+                        a deep copy of an input tree; an mxfp4 KV cache as float32
+  Store, write_page     the results database, and the HTML leaderboard page
+  start_worker, bwrap_command, child_env, find_bwrap, allowed_paths
+                        a sandboxed worker, and the pieces of its sandbox
+  find_ncu, ncu_command, kernel_times
+                        Nsight Compute as the audit runs it
+  Buffer, driver_call, Census
+                        GPU memory shared across processes, a CUDA driver call, the census kernel
+  fence, launch, mps, compat, Recorder
+                        the parent's fence, the worker launcher, the run's MPS daemon, the competition
+                        compatibility shim, and --mode compile's launch recorder (modules and classes
+                        lab/ experiments patch or drive)
+"""
+
+from harness import compat, fence, launch, mps  # noqa: F401
+from harness.allowlist import allowed_paths  # noqa: F401
+from harness.audit import find_ncu, kernel_times, ncu_command  # noqa: F401
+from harness.case import clone_tree  # noqa: F401
+from harness.census import Census  # noqa: F401
+from harness.cli import main  # noqa: F401
+from harness.compile.record import Recorder  # noqa: F401
+from harness.device import detect, measure_copy_bandwidth  # noqa: F401
+from harness.html_report import write_page  # noqa: F401
+from harness.launch import bwrap_command, child_env, find_bwrap, start_worker  # noqa: F401
+from harness.problem import load_problem  # noqa: F401
+from harness.quant import dequantize_mxfp4  # noqa: F401
+from harness.shared_memory import Buffer, driver_call  # noqa: F401
+from harness.spec import SpecError, load_task  # noqa: F401
+from harness.store import Store  # noqa: F401
+from harness.verdict import tensors  # noqa: F401
+from harness.worker.loop import load_module  # noqa: F401
+from harness.worker.timer import CallTimer, capture_graph  # noqa: F401

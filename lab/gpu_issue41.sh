@@ -1,0 +1,52 @@
+# Issue 41 on the H200: ties over five seeds (the three bundled Triton files and a copy of triton_fp8
+# with 3% more GPU work), --compare pairs of those runs, a --replay of the first run's bundle, a 10%
+# copy against the original at the same path (--compare: "slower" on every case), the clock watch's
+# lines, and joules per call (--energy). The slowed copies are made standalone first (the sandbox
+# shows a worker only its own file). Usage (device machine, wheels in .whl incl. nvidia-ml-py, carry
+# .whl): bash lab/gpu_issue41.sh   (about 7-8 minutes; BUDGET / SEEDS override)
+source lab/h200_setup.sh
+python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
+S=/tmp/s41
+python3 lab/standalone.py $S tests/slower/triton_fp8_plus3.py tests/slower/triton_fp8_plus10.py
+BUDGET=${BUDGET:-0.3}
+SEEDS=${SEEDS:-"4101 4102 4103 4104 4105"}
+DB="$OUT/issue41.db"
+LB="python3 eval.py --sandbox require --no-progress --db $DB --logs /tmp/l41"
+start=$(date +%s)
+stamp() { echo "$1: exit $2 at $(( $(date +%s) - start )) s"; }
+first=""
+for seed in $SEEDS; do
+  timeout 150 $LB --mode leaderboard --budget $BUDGET --seed $seed --submission submissions/triton_bf16.py \
+    --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py \
+    --submission $S/triton_fp8_plus3.py --json "$OUT/seed_$seed.json" --bundle "$OUT/seed_$seed.bundle.json" \
+    > "$OUT/seed_$seed.txt" 2>&1
+  stamp "seed $seed" $?
+  first=${first:-$seed}
+done
+ids=$(python3 -c "import json,sys; print(' '.join(str(json.load(open(f'$OUT/seed_{s}.json'))['run']['run'])
+for s in sys.argv[1:]))" $SEEDS 2>/dev/null)
+set -- $ids
+prev=""
+for id in "$@" "$1"; do  # consecutive runs, and the last against the first: five pairs of five runs
+  [ -n "$prev" ] && [ "$prev" != "$id" ] && python3 eval.py --db $DB --mode history --compare $prev $id \
+    > "$OUT/compare_${prev}_$id.txt" 2>&1
+  prev=$id
+done
+timeout 150 $LB --replay "$OUT/seed_$first.bundle.json" --json "$OUT/replay_$first.json" > "$OUT/replay_$first.txt" 2>&1
+stamp "replay of seed $first" $?
+mkdir -p /tmp/c41 && cp submissions/triton_fp8.py /tmp/c41/triton_fp8.py
+timeout 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_a.json" \
+  > "$OUT/plus10_a.log" 2>&1; stamp "original at /tmp/c41" $?
+cp $S/triton_fp8_plus10.py /tmp/c41/triton_fp8.py
+timeout 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_b.json" \
+  > "$OUT/plus10_b.log" 2>&1; stamp "10% copy at /tmp/c41" $?
+a=$(python3 -c "import json; print(json.load(open('$OUT/plus10_a.json'))['run']['run'])" 2>/dev/null)
+b=$(python3 -c "import json; print(json.load(open('$OUT/plus10_b.json'))['run']['run'])" 2>/dev/null)
+python3 eval.py --db $DB --mode history --compare $a $b > "$OUT/plus10_compare.txt" 2>&1
+grep -h "triton_fp8_plus" /tmp/l41/triton_fp8*.log 2>/dev/null | sort | uniq | head -20 > "$OUT/calibration.txt"
+timeout 150 $LB --mode benchmark --energy --budget 1.5 --submission submissions/triton_bf16.py \
+  --submission submissions/triton_fp8.py --json "$OUT/energy.json" > "$OUT/energy.txt" 2>&1
+stamp "energy" $?
+echo "--- calibration of the slowed copies (worker logs)"; cut -c1-200 "$OUT/calibration.txt"
+echo "--- energy run"; grep -h "energy\|clock" "$OUT/energy.txt" | grep -v "│" | head -5
+python3 lab/issue41_table.py "$OUT" triton_fp8.py triton_fp8_plus3.py
