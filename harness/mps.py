@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from harness.store import pid_alive
 
 PIPE = "CUDA_MPS_PIPE_DIRECTORY"
 LOG = "CUDA_MPS_LOG_DIRECTORY"
@@ -36,6 +35,17 @@ ROOT = "MLA_EVAL_MPS_ROOT"  # the folder of the run's own daemon, for its evalua
 _STATE: dict[str, Optional[str]] = {}
 PREFIX = "mla-eval-mps-"  # a run's daemon folder, in the temporary folder
 OWNER = "owner"           # in it: the pid of the run that started the daemon
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` may still run (a pid that cannot be checked counts as alive)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, ValueError):
+        return True
+    return True
 
 
 def start() -> Optional[str]:

@@ -10,7 +10,6 @@ it: the runtime defences decide.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import io
 import json
 import os
@@ -21,48 +20,13 @@ import tokenize
 from pathlib import Path
 from typing import Optional
 
+from harness.results import SYNTAX_ERROR, ScanResult
 from harness.source import MAX_SOURCE_BYTES, SourceError, declared_variant, read_source  # noqa: F401
 
 try:  # imported with this module, before any worker starts (harness/cli.py)
     import kernelguard
 except ImportError:
     kernelguard = None
-
-
-SYNTAX_ERROR = "syntax error"  # the classification of a file that does not compile
-_FLAG = re.compile(r"(?P<name>[A-Z][A-Z0-9_]*)(?: \(\w+\))?(?: line (?P<line>\d+))?: (?P<meaning>.*?)"
-                   r"(?: \[kernelguard: .*)?$")
-
-
-@dataclasses.dataclass(frozen=True)
-class ScanResult:
-    classification: str              # clean / low_confidence / suspicious / hacked (kernelguard's; its "valid"
-                                     # reads "clean"), "syntax error", or "not scanned (why)"
-    flags: tuple[str, ...]           # "PATTERN (severity) line N: meaning [kernelguard: evidence]";
-                                     # "SYNTAX_ERROR line N: message" for a file that does not compile
-
-    def summary(self) -> str:
-        """One line: the classification, then per flagged pattern its lines and its meaning, e.g.
-        "low_confidence: DECODE_MM_REF line 30 (the output comes from a torch matmul ...)"."""
-        if not self.flags:
-            return self.classification
-        if self.classification == SYNTAX_ERROR:
-            found = _FLAG.match(self.flags[0])
-            line = f" at line {found['line']}" if found and found["line"] else ""
-            return f"{SYNTAX_ERROR}{line}: {found['meaning'] if found else self.flags[0]}"
-        patterns: dict[str, tuple[list[str], str]] = {}
-        for flag in self.flags:
-            found = _FLAG.match(flag)
-            name = found["name"] if found else flag.split(" ", 1)[0]
-            lines, meaning = patterns.setdefault(name, ([], found["meaning"] if found else ""))
-            if found and found["line"] and found["line"] not in lines:
-                lines.append(found["line"])
-        parts = []
-        for name in sorted(patterns):
-            lines, meaning = patterns[name]
-            where = f" line{'s' if len(lines) > 1 else ''} {', '.join(sorted(lines, key=int))}" if lines else ""
-            parts.append(f"{name}{where}" + (f" ({meaning})" if meaning else ""))
-        return f"{self.classification}: {'; '.join(parts)}"
 
 
 SCAN_SECONDS = 10.0

@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from harness.mps import pid_alive
 from harness.results import SubmissionResult
 
 SCHEMA = """
@@ -116,7 +117,7 @@ BUSY_SECONDS = 30.0
 
 
 # A checkout of this project: a folder holding both (an installed copy has harness/ but no pyproject.toml).
-CHECKOUT_MARKERS = ("pyproject.toml", "harness/cli.py")
+CHECKOUT_MARKERS = ("pyproject.toml", "harness/__init__.py")
 CODE_ROOT = Path(__file__).resolve().parent.parent  # the folder this code was loaded from: a checkout, or site-packages
 
 
@@ -383,17 +384,6 @@ def git_commit() -> str:
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` may still run (a pid that cannot be checked counts as alive)."""
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError, ValueError):
-        return True
-    return True
 
 
 def _now() -> str:

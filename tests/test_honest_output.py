@@ -15,7 +15,7 @@ from rich.console import Console
 from harness import report
 from harness.results import CPU_TIMING
 from harness.results import CaseResult, SubmissionResult
-from harness.scan import ScanResult
+from harness.results import ScanResult
 from harness.timing import Stats
 
 FENCED = "verified: the parent's clock, fenced around each call"

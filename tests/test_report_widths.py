@@ -13,7 +13,7 @@ from rich.console import Console
 
 from harness import report
 from harness.results import CaseResult, SubmissionResult
-from harness.scan import ScanResult
+from harness.results import ScanResult
 from harness.timing import Stats
 
 WIDTHS = (80, 120, 200)

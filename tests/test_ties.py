@@ -13,7 +13,7 @@ from rich.console import Console
 from harness import report
 from harness.results import CPU_TIMING
 from harness.results import CaseResult, SubmissionResult, board_order, ranked
-from harness.scan import ScanResult
+from harness.results import ScanResult
 from harness.ties import score_interval, tie_groups
 from harness.timing import summarize
 

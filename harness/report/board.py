@@ -16,7 +16,7 @@ from harness.report.cells import (MIN_DETAIL, NAME_LIMIT, _case_label, _clip, _d
                                   _failure_reason, _header, _natural_width, _notes, _num, _scan_cut, _scan_text, _us,
                                   short_name)
 from harness.results import SubmissionResult, board_order, cpu_timed
-from harness.scan import ScanResult
+from harness.results import ScanResult
 
 
 RANK_TITLES = {"geom": "geomean µs", "mean": "mean µs", "last": "last case µs"}

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.results import CaseResult, SubmissionResult
-from harness.scan import ScanResult
+from harness.results import ScanResult
 
 
 def _us(x: Optional[float]) -> str:
