@@ -16,8 +16,8 @@ from typing import Iterator, Optional, Sequence
 import torch
 
 from harness.device import detect, fp8_dtype
-from harness.quant import dequantize_fp8, dequantize_mxfp4, quantize_fp8, quantize_mxfp4
-from harness.verdict import index_ranges
+from harness.task.quant import dequantize_fp8, dequantize_mxfp4, quantize_fp8, quantize_mxfp4
+from harness.task.verdict import index_ranges
 
 NUM_HEADS = 16
 NUM_KV_HEADS = 1
@@ -617,7 +617,7 @@ def case_label(args: dict) -> str:
 def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
     """The competition's entry point: compare an output with the references for `data`, using
     the tolerances of the task.yml next to this file."""
-    from harness.spec import load_task
+    from harness.task.spec import load_task
 
     check = load_task(Path(__file__).with_name("task.yml")).check
     return check_output(output, reference_outputs(data), check.policy, check.policies[check.policy])

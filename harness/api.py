@@ -26,21 +26,23 @@ What each name is:
                         lab/ experiments patch or drive)
 """
 
-from harness import compat, fence, launch, mps  # noqa: F401
-from harness.allowlist import allowed_paths  # noqa: F401
-from harness.audit import find_ncu, kernel_times, ncu_command  # noqa: F401
-from harness.case import clone_tree  # noqa: F401
-from harness.census import Census  # noqa: F401
+from harness.worker import compat  # noqa: F401
+
+from harness.parent import fence, launch, mps
+from harness.parent.allowlist import allowed_paths  # noqa: F401
+from harness.parent.audit import find_ncu, kernel_times, ncu_command  # noqa: F401
+from harness.parent.case import clone_tree  # noqa: F401
+from harness.parent.census import Census  # noqa: F401
 from harness.cli import main  # noqa: F401
 from harness.compile.record import Recorder  # noqa: F401
 from harness.device import detect, measure_copy_bandwidth  # noqa: F401
-from harness.html_report import write_page  # noqa: F401
-from harness.launch import bwrap_command, child_env, find_bwrap, start_worker  # noqa: F401
-from harness.problem import load_problem  # noqa: F401
-from harness.quant import dequantize_mxfp4  # noqa: F401
-from harness.shared_memory import Buffer, driver_call  # noqa: F401
-from harness.spec import SpecError, load_task  # noqa: F401
-from harness.store import Store  # noqa: F401
-from harness.verdict import tensors  # noqa: F401
+from harness.report.html_report import write_page  # noqa: F401
+from harness.parent.launch import bwrap_command, child_env, find_bwrap, start_worker  # noqa: F401
+from harness.task.problem import load_problem  # noqa: F401
+from harness.task.quant import dequantize_mxfp4  # noqa: F401
+from harness.worker.shared_memory import Buffer, driver_call  # noqa: F401
+from harness.task.spec import SpecError, load_task  # noqa: F401
+from harness.report.store import Store  # noqa: F401
+from harness.task.verdict import tensors  # noqa: F401
 from harness.worker.loop import load_module  # noqa: F401
 from harness.worker.timer import CallTimer, capture_graph  # noqa: F401

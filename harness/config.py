@@ -1,4 +1,4 @@
-"""A run's configuration: one frozen, picklable value, built once from the command line (harness/flags.py
+"""A run's configuration: one frozen, picklable value, built once from the command line (harness/cli/flags.py
 `configuration`, a --replay bundle's flags and files included), that the CLI, the sequential loop, the
 pool's evaluators, Ray tasks and popcorn all take as it is; what a run learns later (the parsed --shape
 cases, the bandwidth) goes in a copy (`dataclasses.replace`). `context()` turns it into the engine's
@@ -21,11 +21,11 @@ from harness.timing import FLOOR_FACTOR
 
 if TYPE_CHECKING:
     from harness.device import DeviceInfo
-    from harness.problem import Problem
-    from harness.spec import Case
+    from harness.task.problem import Problem
+    from harness.task.spec import Case
 
 
-# A task's timeouts (task.yml `timeouts`, harness/spec.py) in words.
+# A task's timeouts (task.yml `timeouts`, harness/task/spec.py) in words.
 TIMEOUT_NAMES = {"startup": "worker start", "test_case": "test case", "benchmark_case": "benchmark case"}
 
 
@@ -35,12 +35,12 @@ def timeouts_text(limits: Mapping[str, float]) -> str:
 
 
 class UsageError(Exception):
-    """Bad flags or input, found before or while a run starts: one line and exit code 2 (harness/cli.py)."""
+    """Bad flags or input, found before or while a run starts: one line and exit code 2 (harness/cli/__init__.py)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """Every flag's final value (a field per argparse dest, named as it: harness/flags.py), and what the
+    """Every flag's final value (a field per argparse dest, named as it: harness/cli/flags.py), and what the
     run learns before its evaluations (the parsed cases, the checked shared paths, the bandwidth)."""
 
     # what runs: mode, files, task, device
@@ -77,19 +77,19 @@ class RunConfig:
     markdown: Optional[str] = None
     plot: Optional[str] = None
     html: Optional[str] = None
-    bundle: Optional[str] = None       # write a replay bundle there (harness/bundle.py)
+    bundle: Optional[str] = None       # write a replay bundle there (harness/cli/bundle.py)
     no_progress: bool = False
     # where evaluators run, and how timings are checked
-    gpus: Optional[str] = None         # "all" or a number: evaluators in parallel (harness/run_parallel.py)
+    gpus: Optional[str] = None         # "all" or a number: evaluators in parallel (harness/cli/run_parallel.py)
     workers: Optional[int] = None
     backend: str = "local"             # local | ray
     address: Optional[str] = None      # the Ray cluster
-    sandbox: str = "auto"              # auto | require | off (harness/launch.py)
+    sandbox: str = "auto"              # auto | require | off (harness/parent/launch.py)
     share: Optional[tuple[str, ...]] = None  # --share as typed
     shared: tuple[Path, ...] = ()      # --share's paths, checked and resolved (flags.shared_paths) by the run
     no_audit: bool = False             # no outside timing of GPU calls (fence, profiler's audit)
     baseline: Optional[str] = None     # speedups over this file (resolved once the run has found it)
-    energy: bool = False               # joules per call from the GPU's energy counter (harness/gpuwatch.py)
+    energy: bool = False               # joules per call from the GPU's energy counter (harness/parent/gpuwatch.py)
     diagnostics: bool = False          # the competition's timing and isolated calls beside the ranked one
     bandwidth: Optional[float] = None  # measured copy bandwidth, bytes/s (GPU runs)
     # the command line, and a --replay's bundle
@@ -102,7 +102,7 @@ class RunConfig:
         """The engine's RunContext for this configuration, in this process: the task loaded, the
         device detected, how timed calls are measured, the GPU's gauges."""
         from harness.device import detect
-        from harness.problem import configured, load_problem
+        from harness.task.problem import configured, load_problem
 
         problem = configured(load_problem(self.task), self.check, self.budget, self.timeout)
         if self.cases is not None:
@@ -119,22 +119,22 @@ class RunConfig:
         return RunContext(problem, device, self, fence=fence, watch=self.watch(device))
 
     def watch(self, device):
-        """The GPU's gauges around benchmark cases (harness/gpuwatch.py), for timed modes on a GPU."""
-        from harness.gpuwatch import open_watch
+        """The GPU's gauges around benchmark cases (harness/parent/gpuwatch.py), for timed modes on a GPU."""
+        from harness.parent.gpuwatch import open_watch
 
         timed = self.mode in ("benchmark", "leaderboard")
         return open_watch(device.vendor, device.is_gpu) if timed else None
 
     def fence_plan(self) -> str:
         """"fenced" where timed GPU calls will be measured by the parent (its MPS daemon started
-        now, harness/mps.py), else "unverified: why" (one line, shown and stored with the results)."""
+        now, harness/parent/mps.py), else "unverified: why" (one line, shown and stored with the results)."""
         if self.mode not in ("benchmark", "leaderboard"):
             return "unverified: no timed calls"
         if self.device == "cpu":
             return CPU_TIMING
         if self.no_audit:
             return "unverified: --no-audit (the worker's own events)"
-        from harness import mps
+        from harness.parent import mps
 
         why = mps.start()
         return "fenced" if why is None else f"unverified: {why} (the worker's own events)"
@@ -149,9 +149,9 @@ class RunContext:
     problem: Problem
     device: DeviceInfo
     config: RunConfig = dataclasses.field(default_factory=RunConfig)
-    fence: str = "unverified: not fenced"  # "fenced" where the parent's fence times calls (harness/fence.py),
+    fence: str = "unverified: not fenced"  # "fenced" where the parent's fence times calls (harness/parent/fence.py),
                                              # else what times them and why it is unverified
-    watch: Any = None                  # the GPU's gauges (harness/gpuwatch.py Watch), read around benchmark cases
+    watch: Any = None                  # the GPU's gauges (harness/parent/gpuwatch.py Watch), read around benchmark cases
 
     @property
     def small(self) -> bool:

@@ -29,7 +29,7 @@ class CaseResult:
     bytes: Optional[int] = None     # bytes the submission's variant must move at least (roofline)
     warnings: tuple[str, ...] = ()  # why the numbers may be unreliable
     profile: str = ""
-    audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/audit.py)
+    audit_s: Optional[float] = None  # the profiler's GPU time per call (harness/parent/audit.py)
     args: dict = dataclasses.field(default_factory=dict)  # the case's generate_input arguments
     samples: tuple[float, ...] = ()  # every timed call's device seconds, in order (exported to JSON)
     caught_up: tuple[bool, ...] = ()  # per timed call: the GPU had passed the start event when the call
@@ -39,15 +39,15 @@ class CaseResult:
     slot_copy_s: Optional[float] = None  # fenced runs: what the output's copy into the slot costs inside
                                     # the ranked number (the fence's null calls; not subtracted)
     clocks: dict = dataclasses.field(default_factory=dict)  # the GPU's clocks, temperature, power and
-                                    # throttling over the timed calls (harness/gpuwatch.py; {} where not watched)
-    energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/gpuwatch.py)
+                                    # throttling over the timed calls (harness/parent/gpuwatch.py; {} where not watched)
+    energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/parent/gpuwatch.py)
     energy_err_j: Optional[float] = None  # its bound from the energy counter's update period (±)
     energy_note: str = ""           # why there is no energy figure ("too short to measure: ...")
     competition: Optional[Stats] = None  # --diagnostics: calls timed the competition's way (its mean is shown)
     isolated: Optional[Stats] = None     # --diagnostics: wall time of isolated calls (call + synchronize)
 
 
-# What the static scan (harness/scan.py) found in a file: plain data, kept with its result.
+# What the static scan (harness/parent/scan.py) found in a file: plain data, kept with its result.
 SYNTAX_ERROR = "syntax error"  # the classification of a file that does not compile
 _FLAG = re.compile(r"(?P<name>[A-Z][A-Z0-9_]*)(?: \(\w+\))?(?: line (?P<line>\d+))?: (?P<meaning>.*?)"
                    r"(?: \[kernelguard: .*)?$")
@@ -97,7 +97,7 @@ class SubmissionResult:
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the wall time went, s
     sandboxed: bool = False  # its worker ran inside the OS sandbox
     audit: str = "not audited"  # what establishes its timings: "verified: ..." (the parent's fence,
-                                # harness/fence.py) or "unverified: ..." / the profiler's audit (harness/audit.py)
+                                # harness/parent/fence.py) or "unverified: ..." / the profiler's audit (harness/parent/audit.py)
     companion: str = ""  # after failing tests: its verdict on the task's companion (task.yml `companion`)
     display: str = ""    # its name where another submission of the run has the same file name
 

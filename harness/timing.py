@@ -3,7 +3,7 @@ time can stand, and the statistics over many calls.
 
 The timer itself runs in the worker (harness/worker/timer.py: the call happens there); the parent
 owns the integrity rules, the statistics and the stopping rule. (The vendor profiler's check is
-harness/audit.py.)
+harness/parent/audit.py.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Device check of the sandbox's allow-list (issue 38, harness/allowlist.py): this file, run inside
+"""Device check of the sandbox's allow-list (issue 38, harness/parent/allowlist.py): this file, run inside
 the sandbox exactly as a worker's submission is (bound by itself, nothing else of the checkout),
 makes a CUDA context, compiles a Triton kernel (its launcher built by the C compiler inside the
 sandbox, against libcuda found through the loader's cache) and checks its answer. Prints the view

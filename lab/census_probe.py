@@ -1,4 +1,4 @@
-"""Does the census (harness/census.py) see a kernel that holds an SM, and what does it cost?
+"""Does the census (harness/parent/census.py) see a kernel that holds an SM, and what does it cost?
 
 On an NVIDIA GPU (one process; the harness's own runs check the cross-process case): launches a
 "holder" kernel on another stream, one block of the given shared memory that spins for a while, then

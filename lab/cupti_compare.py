@@ -5,7 +5,7 @@ For each benchmark case of the task (the harness's own case list, and inputs mad
 own `Problem.generate`), the submission is imported in this process (a trusted diagnostic: no
 sandbox, no fence), warmed up, then N calls run inside ONE profiler session
 (activities CPU + CUDA; CUDA is CUPTI's activity tracing). Each call is prepared as the parent's
-fence prepares a timed call (harness/fence.py): every input but q refilled in place from another
+fence prepares a timed call (harness/parent/fence.py): every input but q refilled in place from another
 seed's inputs, L2 flushed (a buffer of 2x the L2 size written, then read), q refilled, the device
 synchronised. Then a spin kernel ("gate", torch.cuda._sleep, sized to outlast the call's host-side
 launches) is queued, and the call runs inside a `record_function` window that also holds the copy
@@ -414,7 +414,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         kernel = load_module(args.submission, "cupti_submission").custom_kernel
     except Exception as exc:  # noqa: BLE001 - one line, whatever the file raised
         raise ToolError(f"{args.submission}: import failed: {type(exc).__name__}: {str(exc)[:200]}") from None
-    # the parent's flush (harness/fence.py): 2x the L2 size, written then read
+    # the parent's flush (harness/parent/fence.py): 2x the L2 size, written then read
     flush = torch.zeros(max(2 * device.l2_bytes, 1 << 20) // 4 * 4, dtype=torch.uint8, device=device.torch_device)
     gate = not args.no_gate and hasattr(torch.cuda, "_sleep")
     per_us = _spin_cycles_per_us(torch) if gate else 0.0

@@ -1,5 +1,5 @@
-"""The fence (harness/fence.py) with one part changed, for A/B runs on the H200: where the census
-runs, or whether each worker keeps its links to the MPS daemon (harness/mps.py). Prints each
+"""The fence (harness/parent/fence.py) with one part changed, for A/B runs on the H200: where the census
+runs, or whether each worker keeps its links to the MPS daemon (harness/parent/mps.py). Prints each
 worker's calibrated fence cost and, at the end, how long the census took from its launch to every
 block counted in (fence.CENSUS_MAX_S is the limit), over the null calls and over every timed call.
 The rest of the command line is eval.py's.

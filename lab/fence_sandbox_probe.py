@@ -3,7 +3,7 @@ sandbox (its own PID, IPC and network namespaces), and what each costs.
 
   A. CUDA IPC events: the parent's GATE (it records), the worker's DONE (it records).
   B. Stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32) in one process.
-  C. The same across the sandbox, on memory shared as a file descriptor (harness/shared_memory.py).
+  C. The same across the sandbox, on memory shared as a file descriptor (harness/worker/shared_memory.py).
 Each part runs in a child with a deadline, so a hang costs that part only.
 Usage (GPU machine): python lab/fence_sandbox_probe.py
 """

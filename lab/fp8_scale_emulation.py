@@ -1,7 +1,7 @@
 """How often two roundings of q's fp8 scale give different q codes, on the task's own inputs (CPU).
 
 The precision contract quantizes q per tensor with scale = amax / 448. On CUDA, torch computes
-harness.quant.quantize_fp8's `amax / fp8_max` (a CPU scalar divisor) as amax * fp32(1 / 448); the
+harness.task.quant.quantize_fp8's `amax / fp8_max` (a CPU scalar divisor) as amax * fp32(1 / 448); the
 correctly rounded quotient can be 1 ulp away. For some amax values q / scale then lands on e4m3
 rounding ties, and the codes of a kernel using the other rounding differ from the reference's.
 This emulates both on the CPU for the q of each seed (generate_input draws q first, so a short

@@ -1,4 +1,4 @@
-# The census (harness/census.py) and the per-worker MPS view (harness/mps.py) on the H200: the probe,
+# The census (harness/parent/census.py) and the per-worker MPS view (harness/parent/mps.py) on the H200: the probe,
 # the MPS pipe folder's entries, and a fenced leaderboard of the given files (default: triton_bf16).
 # Usage (device machine, wheels carried in .whl): bash lab/h200_census.sh [FILE ...]
 source lab/h200_setup.sh

@@ -1,4 +1,4 @@
-"""How much can work before the fence's clock gain by warming L2? The fence (harness/fence.py) flushes
+"""How much can work before the fence's clock gain by warming L2? The fence (harness/parent/fence.py) flushes
 L2 before E_mid, and its census proves no kernel holds an SM when the call starts, but a kernel that
 ran after the flush and exited (or a copy engine) could have pulled the KV cache into L2. The most
 that gains is the call's time with its whole KV cache already in L2 against its time with L2 flushed.

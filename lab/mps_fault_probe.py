@@ -1,6 +1,6 @@
 """What a fault in one MPS client does to the others, and whether new clients work afterwards.
 
-The driver (this process) starts the run's MPS daemon (harness/mps.py) and makes no CUDA context of
+The driver (this process) starts the run's MPS daemon (harness/parent/mps.py) and makes no CUDA context of
 its own. Per scenario: client B (a bystander) makes a context and waits; client A either runs a
 long kernel and is killed with SIGKILL mid-kernel ("killed"), or writes through a wild pointer
 ("fault"). Then B synchronizes (did A's end reach it?), B exits, and a fresh client C runs a kernel

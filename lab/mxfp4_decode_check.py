@@ -4,7 +4,7 @@ Decodes cache rows that hold all 256 byte values under all 255 e8m0 exponents (0
 submission's own `_load_fp4_raw` / `_decode_fp4`: on an NVIDIA GPU once with the PTX decoder (bf16
 results, as the kernel uses them) and once with the portable Triton code (fp32 results, before the
 kernel's cast to its operand type); on a CPU machine (TRITON_INTERPRET=1) the portable code only,
-which is how the CPU tests use it. Each result, widened to fp32, must equal harness.quant's fp32
+which is how the CPU tests use it. Each result, widened to fp32, must equal harness.task.quant's fp32
 dequantization bit for bit (an e2m1 value times a power of two has at most two significant bits,
 so bf16 holds it exactly; fp32 is compared because the interpreter rounds fp32 -> bf16 subnormals
 wrongly). Exit status 1 on any mismatch.

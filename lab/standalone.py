@@ -1,6 +1,6 @@
 """One self-contained submission file from a test file that loads others of this checkout by path.
 
-The worker's sandbox shows it only its own submission file (harness/launch.py), so a GPU zoo attack
+The worker's sandbox shows it only its own submission file (harness/parent/launch.py), so a GPU zoo attack
 or honest file that loads submissions/triton_bf16.py or tests/zoo_gpu_lib/resident.py next to it
 fails to import there. This writes, for each FILE, OUTDIR/NAME.py holding the sources of FILE and of
 every .py file under the folders it names (FOLDERS), which at import time writes them into a private

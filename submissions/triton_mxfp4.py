@@ -228,7 +228,7 @@ def _e2m1_times(code, scale):
 
 @triton.jit
 def _to_e4m3(x, scale):
-    """x / scale as OCP fp8 e4m3, rounded as harness.quant.quantize_fp8 rounds it: fp32 division
+    """x / scale as OCP fp8 e4m3, rounded as harness.task.quant.quantize_fp8 rounds it: fp32 division
     rounded to nearest, saturated at E4M3_MAX (448), rounded to the nearest e4m3, ties to even.
     That last rounding is done here, exactly, in fp32, so the conversion only changes the format:
     Triton 3.9's interpreter rounds fp32 -> fp8 wrongly where rounding carries into the exponent

@@ -11,8 +11,8 @@ TRITON_KERNELS = ("triton_bf16.py", "triton_fp8.py", "triton_mxfp4.py")  # the b
 sys.path.insert(0, str(ROOT))
 
 from harness.device import detect  # noqa: E402
-from harness.problem import load_problem  # noqa: E402
-from harness.spec import Timeouts, Timing  # noqa: E402
+from harness.task.problem import load_problem  # noqa: E402
+from harness.task.spec import Timeouts, Timing  # noqa: E402
 
 
 def pytest_configure(config):

@@ -1,4 +1,4 @@
-"""A sandboxed child sees only its allow-list (harness/allowlist.py; issue 38): walked from `/` inside
+"""A sandboxed child sees only its allow-list (harness/parent/allowlist.py; issue 38): walked from `/` inside
 the sandbox, every path there lies on the list (or is a folder made to hold one of its entries), and
 canaries planted in the checkout, in $HOME, in the host's /tmp, beside the submission and beside
 another run's database cannot be opened. One sandboxed interpreter without torch: well under a
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from harness.allowlist import REPO_ROOT, WORKER_CODE, allowed_paths, code_files
-from harness.launch import bwrap_command, child_env, find_bwrap, sandbox_problem
+from harness.parent.allowlist import REPO_ROOT, WORKER_CODE, allowed_paths, code_files
+from harness.parent.launch import bwrap_command, child_env, find_bwrap, sandbox_problem
 
 WHY = sandbox_problem()
 if WHY is not None and os.environ.get("CI"):
@@ -166,7 +166,7 @@ def test_the_allow_list_holds_no_checkout_home_tmp_or_database(tmp_path):
 def test_share_shows_a_file_and_refuses_the_checkout_home_or_results(tmp_path):
     """--share: public code a file loads by path (the GPU zoo loads submissions/triton_bf16.py)."""
     from harness.config import UsageError
-    from harness.flags import private_paths, shared_paths
+    from harness.cli.flags import private_paths, shared_paths
 
     private = private_paths(str(tmp_path / "results" / "r.db"), str(tmp_path / "logs"))
     shared = ROOT / "submissions" / "triton_bf16.py"

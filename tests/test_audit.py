@@ -1,4 +1,4 @@
-"""The profiler audit (harness/audit.py): its strict reading of Nsight Compute's CSV (`--csv --page
+"""The profiler audit (harness/parent/audit.py): its strict reading of Nsight Compute's CSV (`--csv --page
 raw --nvtx`, header and cells as the H200's ncu writes them, BENCHMARKS.md), the attribution of
 kernels to calls, the judgement, and the plumbing of the profiled worker (its report through a
 pipe, its own output in its log) on the CPU with a stand-in profiler. The audit itself runs on
@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-from harness.audit import AUDIT_CALLS, MARK, TOLERANCE, ReportError, _judge, kernel_times, per_case
+from harness.parent.audit import AUDIT_CALLS, MARK, TOLERANCE, ReportError, _judge, kernel_times, per_case
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:'
           'Color:Msg_Type:Msg","Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",'
@@ -96,7 +96,7 @@ STAND_IN = ["/bin/sh", "-c", '"$@"; code=$?; echo "==PROF== stand-in report"; ex
 
 
 def test_the_profiled_workers_own_output_stays_out_of_the_report(cpu, tmp_path, problem):
-    from harness.sandbox import Sandbox
+    from harness.parent.sandbox import Sandbox
 
     path = tmp_path / "prints_results.py"
     shutil.copy(ROOT / "tests" / "zoo" / "prints_results.py", path)  # prints "check: pass"
@@ -119,8 +119,8 @@ def test_the_profiler_may_write_a_large_report_but_the_worker_keeps_its_file_cap
     """Nsight Compute keeps a temporary report in the sandbox's /tmp that grew past the worker's
     64 MiB file cap on the H200 (torch_batched.py: "Failed to save the report", audit failed): the
     profiler gets the tmpfs's size, and the worker takes LOG_LIMIT back before the submission loads."""
-    from harness.launch import LOG_LIMIT, TMPFS_LIMIT
-    from harness.sandbox import Sandbox, WorkerFailure
+    from harness.parent.launch import LOG_LIMIT, TMPFS_LIMIT
+    from harness.parent.sandbox import Sandbox, WorkerFailure
 
     big = LOG_LIMIT + (1 << 20)
     writer = ["/bin/sh", "-c", f'head -c {big} /dev/zero > /tmp/report.tmp && wc -c < /tmp/report.tmp && "$@"',
@@ -142,7 +142,7 @@ def test_modules_planted_in_a_scratch_folder_are_not_imported_by_a_worker_starte
     which a worker of the same submission may have written) is not on its import path: a planted
     `socket.py` (the first stdlib module the worker imports) or `resource.py` (the file cap's) is
     never loaded. (A sandboxed worker's folder is a fresh tmpfs of its own.)"""
-    from harness.sandbox import Sandbox
+    from harness.parent.sandbox import Sandbox
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -194,10 +194,10 @@ def test_the_audit_worker_gets_the_timed_workers_kernels_from_sandbox_to_sandbox
     there stays empty and is removed when it closes); share_kernels copies the timed worker's
     Triton cache into the audit worker's, from sandbox to sandbox; the report lies beside the
     scratch folder, where the worker cannot write."""
-    import harness.audit as audit
-    from harness.engine import RunContext
+    import harness.parent.audit as audit
+    from harness.parent.engine import RunContext
     from harness.config import RunConfig
-    from harness.sandbox import Sandbox
+    from harness.parent.sandbox import Sandbox
 
     monkeypatch.setattr(audit, "why_not", lambda ctx: "")
     monkeypatch.setattr(audit, "find_ncu", lambda: "stand-in")
@@ -239,7 +239,7 @@ def test_sharing_kernels_follows_no_link_and_overwrites_nothing(tmp_path):
     import os
     import types
 
-    import harness.audit as audit
+    import harness.parent.audit as audit
 
     outside = tmp_path / "operator-secret.txt"
     outside.write_text("secret")
@@ -280,7 +280,7 @@ def test_sharing_kernels_follows_no_link_and_overwrites_nothing(tmp_path):
 def test_sharing_kernels_stops_at_its_limits(tmp_path, monkeypatch):
     import types
 
-    import harness.audit as audit
+    import harness.parent.audit as audit
 
     timed = tmp_path / "timed" / "triton-cache"
     deep = timed.joinpath(*["d"] * 12)
@@ -301,7 +301,7 @@ def test_sharing_kernels_counts_folders_and_stops_at_its_deadline(tmp_path, monk
     ~2 GB of kernel memory on the CPU machine): folders count as files do, and the copy has a deadline."""
     import types
 
-    import harness.audit as audit
+    import harness.parent.audit as audit
 
     timed = tmp_path / "timed" / "triton-cache"
     for a in range(10):

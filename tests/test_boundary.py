@@ -9,8 +9,8 @@ import socket
 import pytest
 import torch
 
-from harness.channel import PARENT_LIMIT, Channel, ChannelError, HEADER, pair
-from harness.shared_memory import Buffer
+from harness.worker.channel import PARENT_LIMIT, Channel, ChannelError, HEADER, pair
+from harness.worker.shared_memory import Buffer
 
 
 def _channels():
@@ -66,7 +66,7 @@ def test_timer_a_workers_reply_never_becomes_the_parents_cpu_time():
     import time
     import types
 
-    from harness import sandbox
+    from harness.parent import sandbox
 
     box = object.__new__(sandbox.Sandbox)
     box.device = types.SimpleNamespace(type="cpu", is_gpu=False)

@@ -8,10 +8,10 @@ import shutil
 import pytest
 from conftest import ROOT, cli
 
-from harness import bundle
+from harness.cli import bundle
 from harness.cli import build_parser
 from harness.config import RunConfig
-from harness.flags import configuration
+from harness.cli.flags import configuration
 from harness.results import CaseResult, SubmissionResult
 from harness.timing import summarize
 

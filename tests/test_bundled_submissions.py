@@ -4,9 +4,9 @@ Triton's interpreter), so CI exercises their real code paths."""
 import pytest
 from conftest import ROOT, TRITON_KERNELS, load_submission
 
-from harness.engine import RunContext, evaluate
+from harness.parent.engine import RunContext, evaluate
 from harness.config import RunConfig
-from harness.problem import load_problem
+from harness.task.problem import load_problem
 
 pytestmark = pytest.mark.slow  # every bundled kernel in Triton's interpreter
 
@@ -26,7 +26,7 @@ def test_bundled_submission_passes(problem, cpu, tmp_path, name):
 def test_each_triton_kernel_reads_only_its_own_format():
     from pathlib import Path
 
-    from harness.scan import declared_variant
+    from harness.parent.scan import declared_variant
 
     for fmt in ("bf16", "fp8", "mxfp4"):
         path = ROOT / "submissions" / f"triton_{fmt}.py"
@@ -230,7 +230,7 @@ def _run_interpreted(argv: list[str], timeout: float):
 _SPLIT_KV_CHECK = """
 import sys
 import torch
-from harness.problem import load_problem
+from harness.task.problem import load_problem
 from harness.worker.loop import load_module
 root, name = sys.argv[1], sys.argv[2]
 module = load_module(root + "/submissions/" + name, "split_" + name[:-3])
@@ -276,7 +276,7 @@ def test_every_e4m3_value_is_exact_in_fp16():
 def test_mxfp4_decoding_is_bit_exact_for_every_code_and_exponent():
     """triton_mxfp4.py's portable decoder (the one the interpreter and AMD GPUs run), through
     lab/mxfp4_decode_check.py: all 256 byte values under all 255 exponents, bit for bit
-    against harness.quant. (The same tool checks the PTX decoder on an NVIDIA GPU.)"""
+    against harness.task.quant. (The same tool checks the PTX decoder on an NVIDIA GPU.)"""
     run = _run_interpreted([str(ROOT / "lab" / "mxfp4_decode_check.py")], timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "portable decoder: 293760 of 293760 values bit-exact" in run.stdout
@@ -309,7 +309,7 @@ def test_fp8_abs_max_kernel_finds_the_largest_magnitude_over_every_program_and_t
 _MXFP4_SCALE_LAYOUT_CHECK = """
 import sys
 import torch
-from harness.problem import load_problem
+from harness.task.problem import load_problem
 from harness.worker.loop import load_module
 root = sys.argv[1]
 module = load_module(root + "/submissions/triton_mxfp4.py", "scale_layout")

@@ -147,7 +147,7 @@ def test_exports_hold_every_number(tmp_path):
 
 
 def test_variant_detection(tmp_path):
-    from harness.scan import declared_variant
+    from harness.parent.scan import declared_variant
 
     formats = ["bf16", "fp8", "mxfp4"]
     (tmp_path / "a.py").write_text('KV_FORMAT = "mxfp4"\n')
@@ -247,7 +247,7 @@ def test_plots_are_written(tmp_path):
 
 
 def test_vendor_profiler_commands_and_messages(monkeypatch, tmp_path):
-    import harness.vendor_profile as vp
+    import harness.parent.vendor_profile as vp
 
     monkeypatch.setattr(vp.shutil, "which", lambda name: None)
     with pytest.raises(vp.ProfilerMissing, match="Nsight Compute \\(ncu\\) is not installed"):
@@ -263,7 +263,7 @@ def test_vendor_profiler_commands_and_messages(monkeypatch, tmp_path):
 
 
 def test_vendor_profile_child_makes_one_call(capsys):
-    from harness.vendor_profile import main as profile_one
+    from harness.worker.profile import main as profile_one
 
     assert profile_one(["--task", str(ROOT / "task.yml"), "--submission", str(ROOT / "submissions" / "torch_loop.py"),
                         "--case", "0", "--small"]) == 0
@@ -276,7 +276,7 @@ def test_ncu_on_cpu_is_a_clear_error(tmp_path, capsys):
 
 
 def test_ncu_summary_is_cut_to_key_rows():
-    from harness.vendor_profile import key_rows
+    from harness.parent.vendor_profile import key_rows
 
     summary = """  _mla_decode_kernel (64, 16, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
     Section: GPU Speed Of Light Throughput
@@ -321,7 +321,7 @@ def test_an_export_into_a_missing_folder_stops_before_any_work(tmp_path, capsys,
 def test_submissions_with_one_file_name_are_told_apart(tmp_path, capsys):
     import shutil
 
-    from harness.store import Store
+    from harness.report.store import Store
 
     for folder, source in (("alice", ROOT / "submissions" / "torch_batched.py"), ("bob", ZOO / "zeros.py")):
         (tmp_path / folder).mkdir()
@@ -506,7 +506,7 @@ def _namespace_writes(tree) -> list[int]:
 
 
 def test_no_harness_module_changes_the_parsed_command_line():
-    """The command line is parsed once and turned into one frozen RunConfig (harness/flags.py
+    """The command line is parsed once and turned into one frozen RunConfig (harness/cli/flags.py
     `configuration`); nothing writes to the parsed Namespace, before or after."""
     import ast
 
@@ -524,7 +524,7 @@ def test_one_configuration_holds_every_flag_and_the_context_copies_none(tmp_path
     import dataclasses
 
     from harness.config import RunConfig, RunContext
-    from harness.flags import build_parser, configuration
+    from harness.cli.flags import build_parser, configuration
 
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     dests = {action.dest for action in build_parser()._actions if action.dest != "help"}

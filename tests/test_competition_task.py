@@ -58,10 +58,10 @@ def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, 
     the competition's check allows)."""
     import dataclasses
 
-    from harness.engine import RunContext, evaluate
+    from harness.parent.engine import RunContext, evaluate
     from harness.config import RunConfig
-    from harness.problem import load_problem
-    from harness.spec import Timeouts
+    from harness.task.problem import load_problem
+    from harness.task.spec import Timeouts
 
     task = load_problem(ROOT / "tasks" / "competition" / "task.yml")
     task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, timeouts=Timeouts(120, 30, 60)))

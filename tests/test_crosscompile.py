@@ -111,7 +111,7 @@ def test_bf16_compiles_for_both_amd_targets_without_spills_on_mfma(bf16_rows, mo
 
 
 def _sandbox_problem():
-    from harness.launch import sandbox_problem
+    from harness.parent.launch import sandbox_problem
 
     return sandbox_problem()
 
@@ -575,7 +575,7 @@ def test_eval_mode_compile_prints_and_exports_the_report(tmp_path, capsys):
     rows = next(iter(doc["submissions"].values()))
     assert doc["targets"] == ["gfx950"] and rows and {r["target"] for r in rows} == {"gfx950"}
     assert code == (0 if all(r["status"] == "compiled" for r in rows) else 1)
-    from harness.store import Store  # stored with the run, as exported
+    from harness.report.store import Store  # stored with the run, as exported
 
     store = Store(tmp_path / "r.db")
     (run,) = store.runs()
@@ -639,9 +639,9 @@ def test_a_report_over_its_limit_fails_the_file(monkeypatch):
 
 
 def test_the_sandboxed_child_holds_only_the_childs_side():
-    """The child's sandbox holds the harness modules its entry file imports (harness/allowlist.py):
-    the package's child side, none of the parent's (run.py, report.py, harness/launch.py)."""
-    from harness.allowlist import code_files
+    """The child's sandbox holds the harness modules its entry file imports (harness/parent/allowlist.py):
+    the package's child side, none of the parent's (run.py, report.py, harness/parent/launch.py)."""
+    from harness.parent.allowlist import code_files
     from harness.compile.run import CHILD, CHILD_FILE
 
     assert CHILD_FILE.is_file() and CHILD == "harness.compile.capture" and CHILD_FILE.stem == "capture"
@@ -650,5 +650,5 @@ def test_the_sandboxed_child_holds_only_the_childs_side():
                                                        "targets")}
     assert child <= held, sorted(child - held)
     parent = {"harness/compile/run.py", "harness/compile/report.py", "harness/compile/__main__.py",
-              "harness/launch.py", "harness/store.py", "harness/allowlist.py"}
+              "harness/parent/launch.py", "harness/report/store.py", "harness/parent/allowlist.py"}
     assert not held & parent, sorted(held & parent)

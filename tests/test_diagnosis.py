@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import reference as R
-from harness.quant import dequantize_mxfp4
-from harness.verdict import index_ranges
+from harness.task.quant import dequantize_mxfp4
+from harness.task.verdict import index_ranges
 
 CPU = torch.device("cpu")
 RAGGED = 2        # task.yml's cpu tests: 5 sequences of KV lengths 1, 37, 130, 64, 7

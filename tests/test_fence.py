@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import gpu_case_inputs
 
-from harness import sandbox
-from harness.fence import CENSUS_MAX_S, Fence, Reading, first_input
+from harness.parent import sandbox
+from harness.parent.fence import CENSUS_MAX_S, Fence, Reading, first_input
 from harness.timing import CallTiming
 
 
@@ -102,7 +102,7 @@ def test_a_failing_call_releases_the_parents_stream():
 def test_the_first_input_is_written_after_the_clock_starts():
     shared = (torch.zeros(2), {"kv": torch.zeros(3)}, torch.zeros(1))
     fresh = (torch.ones(2), {"kv": torch.ones(3)}, torch.ones(1))
-    from harness.verdict import tensors
+    from harness.task.verdict import tensors
 
     rest, first = first_input(shared, fresh, tensors)
     assert first[0] is shared[0] and first[1] is fresh[0]
@@ -113,10 +113,10 @@ def test_the_engine_ranks_the_fences_numbers_and_keeps_the_workers_apart(problem
     """Engine level: the case's ranked medians are the fence's readings, its `kernel` statistics the
     worker's own event-timed calls made after them (here forged a thousand times smaller), and the
     export carries both."""
-    from harness.engine import _benchmark_case
+    from harness.parent.engine import _benchmark_case
     from harness.report import export_rows
     from harness.results import SubmissionResult
-    from harness.verdict import Verdict
+    from harness.task.verdict import Verdict
 
     spec = dataclasses.replace(problem.spec, timing=dataclasses.replace(problem.spec.timing, max_runs=12))
 
@@ -168,7 +168,7 @@ def test_compare_says_when_two_runs_were_timed_differently():
 def test_a_stream_held_after_a_failed_call_ends_the_worker_then_the_fence():
     """A worker that keeps rewriting DONE (or holds every SM) keeps the parent's stream waiting: the
     parent ends the worker and tries again; where even that fails, no later call is fenced."""
-    from harness.fence import FenceError
+    from harness.parent.fence import FenceError
 
     class HeldFence(FakeFence):
         def __init__(self, frees_after: int):
@@ -246,7 +246,7 @@ def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, 
     """A GPU Ray task is timed as any evaluator: the task's own process plans the fence (starting an
     MPS daemon on its node before any CUDA context: RunConfig.context -> fence_plan) and quits that
     daemon when it ends, whatever the evaluation did."""
-    from harness import engine, mps, ray_backend
+    from harness.parent import engine, mps, ray_backend
     from harness.config import RunConfig
     from harness.results import SubmissionResult
 

@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from harness import gpuwatch
-from harness.gpuwatch import EnergyBlock, Sample, Watch, energy_per_call, open_watch, run_line, summarize
+from harness.parent import gpuwatch
+from harness.parent.gpuwatch import EnergyBlock, Sample, Watch, energy_per_call, open_watch, run_line, summarize
 from harness.results import CaseResult
 
 
@@ -229,9 +229,9 @@ def test_the_engine_flags_a_case_whose_clock_fell_and_measures_its_energy(proble
 
     from conftest import gpu_case_inputs
 
-    from harness.engine import PhaseClock, _benchmark_case
+    from harness.parent.engine import PhaseClock, _benchmark_case
     from harness.timing import CallTiming
-    from harness.verdict import Verdict
+    from harness.task.verdict import Verdict
 
     gpu = FakeGpu()
 

@@ -154,7 +154,7 @@ def test_the_leaderboard_plot_draws_the_stored_intervals(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
     from matplotlib.container import ErrorbarContainer
 
-    from harness import plots
+    from harness.report import plots
 
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
@@ -186,8 +186,8 @@ def test_the_html_page_says_when_its_times_are_the_cpus(tmp_path, audit):
     clock, under a banner; a fenced GPU run has neither."""
     import types
 
-    from harness.html_report import write_page
-    from harness.store import Store
+    from harness.report.html_report import write_page
+    from harness.report.store import Store
 
     store = Store(tmp_path / "r.db")
     device = types.SimpleNamespace(name="x86_64" if audit == CPU_TIMING else "NVIDIA H200", vendor="cpu", arch="")

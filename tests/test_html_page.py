@@ -1,4 +1,4 @@
-"""The HTML leaderboard page (`--html`, harness/html_report.py), opened in headless Chromium through
+"""The HTML leaderboard page (`--html`, harness/report/html_report.py), opened in headless Chromium through
 Playwright with every request but the page itself blocked: what the page shows equals the database,
 a submission's markup stays text, nothing is fetched, and a large history stays small and quick.
 Skipped, with one line, where Playwright or Chromium is missing (.ci/run installs both)."""
@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, cli
 
 from harness.results import CaseResult, SubmissionResult
-from harness.store import Store
+from harness.report.store import Store
 from harness.timing import Stats
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -1,8 +1,8 @@
-"""The run's MPS daemon (harness/mps.py) where the machine has none to offer: one line saying why,
+"""The run's MPS daemon (harness/parent/mps.py) where the machine has none to offer: one line saying why,
 and nothing in the environment that points workers at a daemon."""
 import os
 
-from harness import mps
+from harness.parent import mps
 
 
 def test_no_mps_control_is_one_line_and_leaves_the_environment_alone(monkeypatch):
@@ -36,7 +36,7 @@ def test_a_sandboxed_worker_reaches_the_daemon_only_until_its_view_is_closed(mon
     import pytest
 
     from conftest import ROOT
-    from harness.launch import bwrap_command, find_bwrap, sandbox_problem
+    from harness.parent.launch import bwrap_command, find_bwrap, sandbox_problem
 
     if sandbox_problem():
         pytest.skip(f"no OS sandbox here: {sandbox_problem()}")

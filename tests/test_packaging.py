@@ -16,7 +16,7 @@ def test_the_wheel_holds_the_worker_and_every_task(tmp_path):
     (wheel,) = tmp_path.glob("mla_eval-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in ("harness/worker/__main__.py", "harness/worker/loop.py", "harness/worker/timer.py",
-                   "harness/fence.py", "harness/html_report.py", "harness/report/__init__.py", "harness/report/board.py"):
+                   "harness/parent/fence.py", "harness/report/html_report.py", "harness/report/__init__.py", "harness/report/board.py"):
         assert module in names, module
     data = "mla_eval-0.1.0.data/data/share/mla-eval/"
     for task in ("task.yml", "reference.py", "tasks/competition/task.yml", "tasks/rmsnorm/task.yml",

@@ -1,4 +1,4 @@
-"""Parallel evaluation (harness/pool.py, harness/ray_backend.py) on CPU workers: the same verdicts
+"""Parallel evaluation (harness/parent/pool.py, harness/parent/ray_backend.py) on CPU workers: the same verdicts
 as a sequential run, a killed evaluator reported and not lost, pinning per simulated GPU."""
 
 import shutil
@@ -8,9 +8,9 @@ import pytest
 
 from conftest import ROOT, ZOO, cli, log_of
 
-from harness.engine import RunContext, evaluate
+from harness.parent.engine import RunContext, evaluate
 from harness.config import RunConfig
-from harness.pool import evaluate_parallel, slot_envs
+from harness.parent.pool import evaluate_parallel, slot_envs
 
 pytestmark = pytest.mark.slow  # evaluator processes and a local Ray: end to end
 
@@ -76,7 +76,7 @@ def test_each_evaluator_is_pinned_to_its_own_gpu(problem, tmp_path):
 
 
 def test_cli_parallel_mode_exit_code_and_store(tmp_path, capsys):
-    from harness.store import Store
+    from harness.report.store import Store
 
     db = tmp_path / "r.db"
     code = cli(tmp_path, "--mode", "test", "--gpus", "0", "--workers", "2",
@@ -92,7 +92,7 @@ def test_a_file_out_of_time_beside_others_is_evaluated_again_alone(tmp_path, cap
     """A neighbour can starve the other evaluators of CPU (red-team pass 11: 300 spinning children,
     each in a session of its own, timed an honest file out): a file that times out beside other
     evaluators is evaluated again alone, once, and that verdict is the one stored."""
-    from harness.store import Store
+    from harness.report.store import Store
 
     db = tmp_path / "r.db"
     code = cli(tmp_path, "--mode", "test", "--gpus", "0", "--workers", "2", "--timeout", "3",
@@ -130,7 +130,7 @@ def test_parallel_flags_are_checked(tmp_path, capsys, args, message):
 
 def test_ray_backend_matches_sequential(problem, tmp_path, sequential):
     pytest.importorskip("ray")
-    from harness.ray_backend import evaluate_ray
+    from harness.parent.ray_backend import evaluate_ray
 
     paths = MIXED[:3]
     settings = config_for(problem, tmp_path, budget=problem.spec.timing.max_seconds)
@@ -151,7 +151,7 @@ def test_an_interrupt_while_stopping_still_ends_every_evaluator():
     """A second Ctrl-C or SIGTERM while the pool gives an evaluator its grace period: every
     evaluator is still killed and its folder removed (before, the rest kept running, and the CLI
     waited for them at exit)."""
-    from harness.pool import stop_slots
+    from harness.parent.pool import stop_slots
 
     class Slot:
         def __init__(self, interrupts: bool):
@@ -172,16 +172,16 @@ def test_an_interrupt_while_stopping_still_ends_every_evaluator():
 
 
 def test_a_harness_fault_costs_one_file_in_a_sequential_run(tmp_path, capsys, monkeypatch):
-    import harness.engine
+    import harness.parent.engine
 
-    real = harness.engine.evaluate
+    real = harness.parent.engine.evaluate
 
     def faulty(path, *args, **kwargs):
         if str(path).endswith("zeros.py"):
             raise TypeError("a fault of the harness's")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(harness.engine, "evaluate", faulty)
+    monkeypatch.setattr(harness.parent.engine, "evaluate", faulty)
     code = cli(tmp_path, "--mode", "test", "--submission", str(ZOO / "zeros.py"),
                "--submission", str(ROOT / "submissions" / "torch_batched.py"))
     captured = capsys.readouterr()
@@ -193,7 +193,7 @@ def test_a_harness_fault_costs_one_file_in_a_sequential_run(tmp_path, capsys, mo
 def test_ray_ships_the_whole_task_its_reference_and_companion():
     """A Ray worker gets the task's files in their own layout: the competition task names
     ../../reference.py, and the default task its companion (tasks/competition/task.yml)."""
-    from harness.ray_backend import files_task, task_bundle
+    from harness.parent.ray_backend import files_task, task_bundle
 
     bundle = task_bundle(ROOT / "tasks" / "competition" / "task.yml")
     assert set(bundle) == {"task/reference.py", "task/tasks/competition/task.yml", "task/.task"}

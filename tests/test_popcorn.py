@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import ROOT, ZOO, log_of
 
-from harness.popcorn import BadTestFile, parse_testfile
+from harness.cli.popcorn import BadTestFile, parse_testfile
 
 CASES = "batchsize: 2; qseqlen: 1; kvseqlen: 64; seed: 5\nbatchsize: 3; qseqlen: 1; kvseqlen: 40; kvseqlens: 1,40,17; seed: 6\n"
 

@@ -3,7 +3,7 @@
 import torch
 
 from harness.device import DeviceInfo, fp8_dtype
-from harness.quant import (E2M1_VALUES, dequantize_fp8, dequantize_mxfp4, quantize_fp8, quantize_mxfp4)
+from harness.task.quant import (E2M1_VALUES, dequantize_fp8, dequantize_mxfp4, quantize_fp8, quantize_mxfp4)
 
 
 def test_mxfp4_known_block():

@@ -8,7 +8,7 @@ import torch
 from conftest import ROOT
 
 import reference as R
-from harness.spec import load_task
+from harness.task.spec import load_task
 
 CHECK = load_task(ROOT / "task.yml").check
 TOL = ("strict", CHECK.policies["strict"])
@@ -136,7 +136,7 @@ def test_check_implementation_entry_point():
 
 
 def test_selftest_strict_policy_separates_honest_from_null(problem, cpu):
-    from harness.selftest import run_selftest
+    from harness.task.selftest import run_selftest
 
     rows = run_selftest(problem, cpu, small=True)
     assert rows and all(r.ok for r in rows), [(r.case.name, r.wrong) for r in rows if not r.ok]

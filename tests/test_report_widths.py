@@ -266,8 +266,8 @@ def test_runs_fit_with_every_field_whole(width):
 
 
 def selftest_rows():
-    from harness.selftest import SelftestRow
-    from harness.spec import Case
+    from harness.task.selftest import SelftestRow
+    from harness.task.spec import Case
 
     return [
         SelftestRow(Case({"batchsize": 2, "kvseqlen": 1024}, 0, "test"), (0.374, "honest kv=bf16,q=fp8"),

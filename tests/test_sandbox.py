@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, cli, processes_with
 
-from harness.engine import RunContext, evaluate
+from harness.parent.engine import RunContext, evaluate
 from harness.config import RunConfig
-from harness.launch import sandbox_problem
-from harness.store import Store
+from harness.parent.launch import sandbox_problem
+from harness.report.store import Store
 
 ZOO_OS = Path(__file__).resolve().parent / "zoo_os"
 WHY = sandbox_problem()
@@ -178,7 +178,7 @@ def test_files_written_stay_in_the_scratch(problem, cpu, arena, own_tmp):
 
 
 def test_a_flooded_log_stays_bounded(problem, cpu, arena):
-    from harness.launch import LOG_LIMIT
+    from harness.parent.launch import LOG_LIMIT
 
     result, _ = attack(problem, cpu, arena, "floods_log.py", test_case=60)
     assert not result.ok and "Broken pipe" in first_failure(result), first_failure(result)
@@ -294,7 +294,7 @@ def test_a_scratch_tree_too_deep_for_rmtree_is_removed(problem, cpu, arena, own_
 
 
 def test_filling_its_folders_stops_at_the_tmpfs_size_and_leaves_nothing(problem, cpu, arena, own_tmp, monkeypatch):
-    from harness import launch
+    from harness.parent import launch
 
     monkeypatch.setattr(launch, "TMPFS_LIMIT", 64 << 20)  # (quicker to fill than the real 1 GiB)
     result, log = attack(problem, cpu, arena, "fills_disk.py")  # (before: /tmp/work, a host folder, took the full 512 MiB)
@@ -369,7 +369,7 @@ def test_markup_in_a_reason_stays_text_in_the_markdown_export_and_the_terminal(p
 
 
 def test_a_scanner_stall_is_cut_short_and_the_run_goes_on(problem, cpu, arena, monkeypatch):
-    from harness import scan
+    from harness.parent import scan
 
     monkeypatch.setattr(scan, "SCAN_SECONDS", 1.0)
     result, _ = attack(problem, cpu, arena, "stalls_scanner.py")
@@ -388,18 +388,18 @@ def test_a_worker_that_stops_reading_cannot_hang_a_send(problem, cpu, arena, mon
     """Where the kernel cannot tell what the worker left unread, the same attack fills the parent's
     socket buffer after a few hundred requests (a GPU benchmark's worth); the small CPU cases send
     ~60, so here the parent's end gets the smallest buffer, and the send's deadline ends it."""
-    import harness.launch
-    import harness.sandbox
-    from harness.channel import Channel, pair
+    import harness.parent.launch
+    import harness.parent.sandbox
+    from harness.worker.channel import Channel, pair
 
     def small_pair():
         parent_end, child_end = pair()
         parent_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         return parent_end, child_end
 
-    monkeypatch.setattr(harness.launch, "pair", small_pair)
+    monkeypatch.setattr(harness.parent.launch, "pair", small_pair)
     monkeypatch.setattr(Channel, "unread", lambda self: 0)
-    monkeypatch.setattr(harness.sandbox, "SEND_SECONDS", 2.0)
+    monkeypatch.setattr(harness.parent.sandbox, "SEND_SECONDS", 2.0)
     start = time.monotonic()
     result, _ = attack(problem, cpu, arena, "fills_send_buffer.py", mode="benchmark")
     assert first_failure(result).startswith("timeout: the worker did not take its request within 2.0 s"), first_failure(result)
@@ -409,7 +409,7 @@ def test_a_worker_that_stops_reading_cannot_hang_a_send(problem, cpu, arena, mon
 def test_a_send_has_a_deadline():
     """The channel itself: a peer that reads nothing makes a send with a deadline fail at it (a
     plain send would block forever once the buffer is full)."""
-    from harness.channel import Channel, ChannelTimeout, pair
+    from harness.worker.channel import Channel, ChannelTimeout, pair
 
     parent_end, child_end = pair()
     try:
@@ -445,8 +445,8 @@ def test_other_databases_beside_the_runs_are_hidden(tmp_path):
     folder is hidden with the run's own. (Outside /tmp, which the sandbox replaces anyway.)"""
     import subprocess
 
-    from harness.launch import bwrap_command, find_bwrap
-    from harness.flags import private_paths
+    from harness.parent.launch import bwrap_command, find_bwrap
+    from harness.cli.flags import private_paths
 
     (ROOT / "results").mkdir(exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="test-hidden-", dir=ROOT / "results"))
@@ -471,11 +471,11 @@ def test_a_worker_starts_on_a_session_keyring_of_its_own():
     import platform
     import subprocess
 
-    from harness.launch import KEYCTL, _limits
+    from harness.parent.launch import KEYCTL, _limits
 
     if platform.machine() not in KEYCTL:
         pytest.skip("no keyctl number known for this machine")
-    ask = ("import ctypes, platform; from harness.launch import KEYCTL; "
+    ask = ("import ctypes, platform; from harness.parent.launch import KEYCTL; "
            "print(ctypes.CDLL(None).syscall(KEYCTL[platform.machine()], 0, ctypes.c_long(-3), 1))")
     parent = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT).stdout
     child = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT, preexec_fn=_limits).stdout

@@ -1,4 +1,4 @@
-"""The static scan (harness/scan.py): kernelguard's findings on a file's source, from a child
+"""The static scan (harness/parent/scan.py): kernelguard's findings on a file's source, from a child
 process with a time limit, so a file built to stall the scanner cannot stall the run."""
 
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 from conftest import ROOT
 
-from harness import scan
+from harness.parent import scan
 
 pytestmark = pytest.mark.skipif(scan.kernelguard is None, reason="kernelguard not installed")
 

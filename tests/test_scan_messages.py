@@ -1,4 +1,4 @@
-"""What the static scan says (harness/scan.py): a file that does not compile is a syntax error with its
+"""What the static scan says (harness/parent/scan.py): a file that does not compile is a syntax error with its
 line, kernelguard or not; each flag names the line of the file behind it and what it means; the
 README's own example kernels scan clean; the leaderboard's exports and the database carry the same."""
 
@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from conftest import ROOT, ZOO, cli
 
-from harness import scan
+from harness.parent import scan
 
 needs_kernelguard = pytest.mark.skipif(scan.kernelguard is None, reason="kernelguard not installed")
 

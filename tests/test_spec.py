@@ -5,7 +5,7 @@ import yaml
 from conftest import ROOT
 
 import reference
-from harness.spec import SpecError, load_task
+from harness.task.spec import SpecError, load_task
 
 
 def write_variant(tmp_path, edit):

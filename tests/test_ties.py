@@ -140,7 +140,7 @@ def test_exports_carry_the_interval_and_the_tie_group(tmp_path):
 
 def test_history_stores_the_interval_and_ranks_versions_with_ties(tmp_path):
     from harness.device import DeviceInfo
-    from harness.store import Store
+    from harness.report.store import Store
 
     store = Store(tmp_path / "r.db")
     gpu = DeviceInfo("cuda", "nvidia", "NVIDIA H200", "sm_90", 0)
@@ -158,7 +158,7 @@ def test_history_stores_the_interval_and_ranks_versions_with_ties(tmp_path):
 
 
 def test_the_html_page_sorts_tied_ranks():
-    from harness.html_report import _rank_key
+    from harness.report.html_report import _rank_key
 
     assert _rank_key("=1") == _rank_key("1") < _rank_key("3") < _rank_key("=u1") < _rank_key("-")
 
@@ -166,8 +166,8 @@ def test_the_html_page_sorts_tied_ranks():
 def test_the_html_page_shows_tied_ranks_intervals_clocks_and_energy(tmp_path):
     pytest.importorskip("matplotlib")
     from harness.device import DeviceInfo
-    from harness.html_report import write_page
-    from harness.store import Store
+    from harness.report.html_report import write_page
+    from harness.report.store import Store
 
     store = Store(tmp_path / "r.db")
     gpu = DeviceInfo("cuda", "nvidia", "NVIDIA H200", "sm_90", 0)

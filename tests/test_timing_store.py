@@ -9,7 +9,7 @@ from conftest import ROOT, gpu_case_inputs
 
 from harness.device import detect
 from harness.results import CaseResult, SubmissionResult
-from harness.store import Store
+from harness.report.store import Store
 from harness.timing import median_ci, should_stop, summarize
 
 
@@ -106,7 +106,7 @@ def test_phase_breakdown_is_recorded_shown_and_exported(problem, cpu, tmp_path):
     import json
 
     from conftest import ROOT
-    from harness.engine import RunContext, evaluate
+    from harness.parent.engine import RunContext, evaluate
     from harness.config import RunConfig
     from harness.report import phase_line, write_exports
 
@@ -132,7 +132,7 @@ def test_phase_breakdown_is_recorded_shown_and_exported(problem, cpu, tmp_path):
 def test_graph_capture_falls_back_with_a_reason(problem, cpu, tmp_path):
     """Without CUDA the worker cannot capture: it says why and keeps serving plain calls."""
     from conftest import ROOT
-    from harness.sandbox import Sandbox
+    from harness.parent.sandbox import Sandbox
 
     case = problem.spec.cases("benchmark", small=True)[0]
     data = problem.generate(case.args, case.seed, cpu.torch_device)
@@ -288,7 +288,7 @@ class _ScriptedCalls:
 
     def call(self, timed, deadline, mark=None):
         from harness.timing import CallTiming
-        from harness.verdict import Verdict
+        from harness.task.verdict import Verdict
 
         return Verdict(True, "matches"), CallTiming(20e-6, 30e-6, next(self.tails) if timed else 0.0, ())
 
@@ -301,9 +301,9 @@ class _ScriptedCalls:
 def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu, tmp_path, tails, ok, runs):
     import dataclasses
 
-    from harness.engine import RunContext, _benchmark_case
+    from harness.parent.engine import RunContext, _benchmark_case
     from harness.config import RunConfig
-    from harness.spec import Timing
+    from harness.task.spec import Timing
 
     spec = dataclasses.replace(problem.spec, timing=Timing(warmup_calls=0, min_runs=10, max_runs=100,
                                                            max_seconds=1e-9, target_rel_ci=1e-9))
@@ -317,11 +317,11 @@ def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu
 
 def test_the_databases_journal_exists_before_any_worker_and_stays(tmp_path, monkeypatch):
     # Where the database lies inside a folder the sandbox shows anyway (here: as if the Python prefix
-    # held it), its files that exist when a worker starts are covered (harness/allowlist.py); SQLite's
+    # held it), its files that exist when a worker starts are covered (harness/parent/allowlist.py); SQLite's
     # default journal is made and deleted at each write, so a worker running while the parent writes
     # could read old rows in it. The journal is made beforehand and kept.
-    from harness import allowlist
-    from harness.launch import _make_private
+    from harness.parent import allowlist
+    from harness.parent.launch import _make_private
 
     db = tmp_path / "results" / "runs.db"
     _make_private([db, tmp_path / "logs"])
@@ -406,10 +406,10 @@ def test_a_locked_database_is_one_line_before_anything_runs(tmp_path, capsys, mo
     import subprocess
     import sys
 
-    import harness.store
+    import harness.report.store
     from conftest import cli
 
-    monkeypatch.setattr(harness.store, "BUSY_SECONDS", 0.5)
+    monkeypatch.setattr(harness.report.store, "BUSY_SECONDS", 0.5)
     Store(tmp_path / "r.db").close()
     locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(tmp_path / "r.db")], stdout=subprocess.PIPE, text=True)
     try:
@@ -429,7 +429,7 @@ def test_a_result_the_database_refuses_costs_that_row_only(tmp_path, capsys, mon
 
     from conftest import ZOO, cli
 
-    from harness.store import StoreError
+    from harness.report.store import StoreError
 
     real = Store.add_submission
     calls = []
@@ -461,11 +461,11 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
 
     import torch
 
-    from harness import case as case_module
-    from harness import engine, sandbox
-    from harness.engine import RunContext
+    from harness.parent import case as case_module
+    from harness.parent import engine, sandbox
+    from harness.parent.engine import RunContext
     from harness.config import RunConfig
-    from harness.verdict import tensors
+    from harness.task.verdict import tensors
 
     events = []
     clock = iter(range(1000))
@@ -526,11 +526,11 @@ def test_a_gpu_cases_launch_bound_calls_reach_its_result_and_warning(problem):
     import dataclasses
     import types
 
-    from harness.engine import _benchmark_case
+    from harness.parent.engine import _benchmark_case
     from harness.report import export_rows
     from harness.results import SubmissionResult
     from harness.timing import CallTiming
-    from harness.verdict import Verdict
+    from harness.task.verdict import Verdict
 
     spec = dataclasses.replace(problem.spec, timing=dataclasses.replace(problem.spec.timing, max_runs=30))
     us = [14.0, 300.0, 14.1, 280.0, 14.2, 290.0] + [14.0 + 0.01 * (i % 5) for i in range(24)]
@@ -559,7 +559,7 @@ def test_diagnostics_time_extra_calls_the_competitions_way_and_isolated_beside_t
     here the engine is made to take them on the CPU.)"""
     import dataclasses as dc
 
-    from harness.engine import DIAGNOSTIC_CALLS, RunContext, evaluate
+    from harness.parent.engine import DIAGNOSTIC_CALLS, RunContext, evaluate
     from harness.config import RunConfig
     from harness.report import export_rows
 

@@ -14,7 +14,7 @@ file reads tensor values on the host, or no device is known for the target) the 
 are those the file launches on the CPU in Triton's interpreter, and the report says so and why.
 
 Processes; the submission is untrusted code, so every one that runs it is inside the OS sandbox
-(harness/launch.py's `bwrap_command`, as for a worker):
+(harness/parent/launch.py's `bwrap_command`, as for a worker):
   * the parent (run.py, `cross_compile_report`): starts the sandboxed child and reads its JSON report
     strictly (size cap, every field's type checked); it never imports the submission;
   * the child (capture.py, `--child`): starts one target process per target with a known GPU (at
@@ -47,5 +47,5 @@ The modules:
   assembly   the compiler's numbers, read from its output (pure functions).
 
 This file imports nothing: the child runs from this package too, and its sandbox holds only the
-harness modules the child's entry file imports (harness/allowlist.py), so the parent's side (run.py,
-report.py, harness/launch.py) stays out of it. Import each name from its module."""
+harness modules the child's entry file imports (harness/parent/allowlist.py), so the parent's side (run.py,
+report.py, harness/parent/launch.py) stays out of it. Import each name from its module."""

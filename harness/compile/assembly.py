@@ -90,7 +90,7 @@ def fp8_traps(arch: str, types: Iterable[str], ttir: str = "") -> list[str]:
 def compile_error_line(exc: BaseException, first_line: Optional[int] = None) -> str:
     """A compiler failure as one line: for Triton's CompilationError the kernel's source line and
     the message (not the source excerpt), else the exception's type and first lines of message."""
-    from harness.channel import one_line
+    from harness.worker.channel import one_line
 
     node = getattr(exc, "node", None)
     if hasattr(exc, "src") and node is not None:  # a CompilationError (its message holds a source excerpt)

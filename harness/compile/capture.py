@@ -185,8 +185,8 @@ def _compile_stage_main() -> int:
         report.write(json.dumps(item) + "\n")
         report.flush()
 
-    from harness import compat
-    from harness.channel import one_line
+    from harness.worker import compat
+    from harness.worker.channel import one_line
     from harness.worker.loop import load_module
 
     compat.install()

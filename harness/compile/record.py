@@ -150,9 +150,9 @@ def _capture(submission: str, task: str, cases: Optional[int],
     the one-line reason the file cannot be planned as on `device`); None where there is none."""
     import torch
 
-    from harness import compat
-    from harness.channel import one_line
-    from harness.problem import load_problem
+    from harness.worker import compat
+    from harness.worker.channel import one_line
+    from harness.task.problem import load_problem
     from harness.worker.loop import _load, _LoadError
 
     recorder = Recorder()

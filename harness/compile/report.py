@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any, Optional, Sequence
 
-from harness.channel import markdown_code, printable
+from harness.worker.channel import markdown_code, printable
 
 TEXT_LIMIT = 600            # characters kept of any one string in a report
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.channel import printable_line
+from harness.worker.channel import printable_line
 from harness.compile.report import TEXT_LIMIT, CrossCompileError, read_report, report_markdown, show_report
 from harness.compile.targets import DEFAULT_TARGETS, parse_target
 
@@ -38,7 +38,7 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
     captured launch before compiling. `private`: paths the sandbox hides (the results database, the
     logs). Raises CrossCompileError (one line) when no report can be made, SandboxUnavailable for
     sandbox="require" where there is no sandbox, ValueError for a bad target or override."""
-    from harness.launch import bwrap_command, child_env, child_view, find_bwrap, use_sandbox, worker_folder
+    from harness.parent.launch import bwrap_command, child_env, child_view, find_bwrap, use_sandbox, worker_folder
 
     submission, task = Path(submission).resolve(), Path(task).resolve()
     for name in targets:
@@ -79,10 +79,10 @@ def cross_compile_report(submission: Path, targets: list[str], task: Path, sandb
 
 
 def _run(command: list[str], env: dict, scratch: Path, outside: Path, timeout: float, box=None) -> tuple[int, bytes, str]:
-    """Run the capture process (harness/launch.py, run_captured: its output through pipes into files
+    """Run the capture process (harness/parent/launch.py, run_captured: its output through pipes into files
     of `outside`; `box`, the sandbox the command starts with); (exit code, its report: at most
     REPORT_LIMIT bytes of stdout, the end of stderr)."""
-    from harness.launch import run_captured
+    from harness.parent.launch import run_captured
 
     try:
         code, raw, overflowed, err_tail = run_captured(command, env, scratch, outside, timeout, REPORT_LIMIT, box=box)
@@ -114,7 +114,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from rich.console import Console
 
-    from harness.launch import SandboxUnavailable
+    from harness.parent.launch import SandboxUnavailable
 
     targets = args.target or list(DEFAULT_TARGETS)
     try:

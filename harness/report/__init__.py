@@ -90,7 +90,7 @@ def baseline_table(results: Sequence[SubmissionResult], baseline: SubmissionResu
 
 def show_finished(mode: str, result: SubmissionResult, label: Callable[[dict], str], n_submissions: int,
                   bandwidth: Optional[float]) -> None:
-    """What is printed as each submission finishes (harness/run.py): its table or failure, its
+    """What is printed as each submission finishes (harness/cli/run.py): its table or failure, its
     one-line standing in a leaderboard of several, the companion verdict, the timing fence, where
     its log is, and where its time went."""
     if mode == "profile":

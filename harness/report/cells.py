@@ -51,7 +51,7 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "energy_mj": c.energy_j * 1e3 if c.energy_j is not None else None,  # --energy: per call, the calls alone
         "energy_err_mj": c.energy_err_j * 1e3 if c.energy_err_j is not None else None,
         "energy_note": c.energy_note or None,
-        "sm_mhz_min": (c.clocks.get("sm_mhz") or [None] * 3)[1],  # the clock watch (harness/gpuwatch.py)
+        "sm_mhz_min": (c.clocks.get("sm_mhz") or [None] * 3)[1],  # the clock watch (harness/parent/gpuwatch.py)
         "mem_mhz_min": (c.clocks.get("mem_mhz") or [None] * 3)[1],
         "temp_c_max": c.clocks.get("temp_c_max"), "power_w_max": c.clocks.get("power_w_max"),
         "throttle": ", ".join(c.clocks.get("throttle", [])) or None,

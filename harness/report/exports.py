@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from harness.channel import markdown_code, markdown_text
+from harness.worker.channel import markdown_code, markdown_text
 from harness.report.board import CPU_BANNER, RANK_TITLES
 from harness.report.cells import _case_label, case_numbers
 from harness.results import CPU_TIMING_METHOD, SubmissionResult, board_order, cpu_timed, tie_group

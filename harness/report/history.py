@@ -256,7 +256,7 @@ def compare_table(run_a: int, run_b: int, rows_a: Sequence[Any], rows_b: Sequenc
 def replay_table(rows: Sequence[dict[str, Any]]) -> Table:
     """--replay: per timed case, the bundled and the replayed median, replay / bundle and the mark
     (faster / slower only where the medians' 95% intervals do not overlap), and the verdicts; other
-    cases only where their verdict changed (harness/bundle.py, `comparison`)."""
+    cases only where their verdict changed (harness/cli/bundle.py, `comparison`)."""
     table = Table(title="Replay against the bundle (ratio = replay / bundle of the median; a mark only when the 95% "
                         "intervals of the medians do not overlap)", title_justify="left")
     for col in ("submission", "case", "bundle µs", "replay µs", "ratio", "mark", "verdict"):

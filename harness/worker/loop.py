@@ -1,16 +1,16 @@
 """The worker: imports one submission and runs calls on command, inside the sandbox.
 
 Nothing here is trusted for a verdict. The parent maps the case's inputs and one output slot into
-this process (harness/shared_memory.py), asks for calls, and judges what lands in the slot;
+this process (harness/worker/shared_memory.py), asks for calls, and judges what lands in the slot;
 expected outputs, seeds and the check never enter this process. Replies are small JSON messages
-(harness/channel.py). stdout and stderr are the submission's log file, opened by the parent.
+(harness/worker/channel.py). stdout and stderr are the submission's log file, opened by the parent.
 
 Protocol (parent -> worker, worker -> parent):
   worker: {"op": "ready"} | {"op": "fatal", kind, message}       after importing the submission
   parent: {"op": "inputs", tree, output} + one descriptor per tensor, then the output slot's
   parent: {"op": "call", timed, mark}  call custom_kernel once, copy its output into the slot
                                         -> {"op": "output", copied, layout, device_s, host_s, tail_s, caught_up, replaced}
-  parent: {"op": "call", timed, fence: seq}  (fenced GPU runs, harness/fence.py) enqueue the call behind
+  parent: {"op": "call", timed, fence: seq}  (fenced GPU runs, harness/parent/fence.py) enqueue the call behind
                                        the GATE flag, the output's copy and DONE := seq, without waiting
                                         -> {"op": "enqueued", copied, layout, host_s}
           then {"op": "collect"}       -> {"op": "output", ... as above, without device_s: no events are
@@ -38,13 +38,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.channel import WORKER_LIMIT, Channel, ChannelClosed, one_line
+from harness.worker.channel import WORKER_LIMIT, Channel, ChannelClosed, one_line
 
 
 def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> None:
     import torch  # does not import triton
 
-    from harness.shared_memory import Buffer, rebuild, view
+    from harness.worker.shared_memory import Buffer, rebuild, view
     from harness.worker.timer import capture_graph
 
     started = _start(channel, submission, device_type, l2_bytes)
@@ -109,7 +109,7 @@ def _start(channel: Channel, submission: str, device_type: str, l2_bytes: int):
     if device_type == "cpu":  # Triton kernels run in its interpreter on the CPU (set before triton loads)
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
-    from harness import compat
+    from harness.worker import compat
     from harness.worker.timer import CallTimer
 
     compat.install()
@@ -156,7 +156,7 @@ def _fence_phase(channel: Channel, timer: Any):
     flags, or None where the parent does not fence."""
     import torch
 
-    from harness.shared_memory import DONE, GATE, Buffer, StreamFlags
+    from harness.worker.shared_memory import DONE, GATE, Buffer, StreamFlags
 
     channel.send({"op": "fence-ready"})
     flags = None
@@ -185,7 +185,7 @@ def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> Non
     loads its module, which would wait for the device while the stream waits on GATE."""
     import torch
 
-    from harness.shared_memory import DONE, GATE
+    from harness.worker.shared_memory import DONE, GATE
 
     if any(step not in NULL_STEPS for step in steps):
         raise ValueError(f"unknown null-call step in {list(steps)}")
@@ -216,7 +216,7 @@ def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
     DONE is written whatever happens, so the parent's stream never waits on a call that failed."""
     import torch
 
-    from harness.shared_memory import DONE, GATE
+    from harness.worker.shared_memory import DONE, GATE
 
     stream = torch.cuda.current_stream()
     flags.wait(stream, GATE, seq)  # (no events of the worker's in the interval: they cost ~5 µs under MPS)
@@ -248,14 +248,14 @@ def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
 
 def _log_traceback() -> None:
     """The traceback into the log, unless the log cannot take it (full: see LOG_LIMIT in
-    harness/launch.py)."""
+    harness/parent/launch.py)."""
     try:
         traceback.print_exc()
     except OSError:
         pass
 
 
-REASON_LIMIT = 360  # a reason's characters, its place included (the parent keeps 400: harness/sandbox.py)
+REASON_LIMIT = 360  # a reason's characters, its place included (the parent keeps 400: harness/parent/sandbox.py)
 PLACE_NAME_LIMIT = 60  # the file name in a place, at most
 
 
@@ -384,7 +384,7 @@ def _profile(kernel, data, row_limit: int) -> str:
 
 def entry(argv: list[str]) -> None:
     """`python harness/worker/__main__.py FD SUBMISSION DEVICE L2_BYTES [FILE_LIMIT]` (started by
-    harness/launch.py)."""
+    harness/parent/launch.py)."""
     import socket
 
     fd, submission, device_type, l2 = int(argv[0]), argv[1], argv[2], int(argv[3])

@@ -3,7 +3,7 @@
 Nothing here is trusted: a submission can patch anything in its own process, this timer included.
 What it reports is checked from outside (harness/timing.py: the physical floor, the replaced
 timer functions it reports honestly when unpatched; on NVIDIA the profiler's audit,
-harness/audit.py).
+harness/parent/audit.py).
 """
 
 from __future__ import annotations

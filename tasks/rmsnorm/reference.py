@@ -1,6 +1,6 @@
 """RMSNorm, the harness's second task (task.yml beside this file): inputs, the reference, the check.
 
-The interface the harness calls is the one harness/problem.py lists; nothing here is specific to
+The interface the harness calls is the one harness/task/problem.py lists; nothing here is specific to
 the harness's other task.
 """
 

@@ -1,5 +1,5 @@
 """Tries: replace every checker it can reach in its own process (torch.allclose, torch.equal,
-reference's checks, harness.verdict.judge), then return zeros.
+reference's checks, harness.task.verdict.judge), then return zeros.
 Must get: rejected: "output differs from the reference" (the parent judges the output, not this process)."""
 import torch
 
@@ -10,8 +10,8 @@ torch.equal = lambda *a, **k: True
 reference.check_output = lambda *a, **k: (True, "patched")
 reference.check_implementation = lambda *a, **k: (True, "patched")
 try:
-    import harness.verdict
-    harness.verdict.judge = lambda *a, **k: harness.verdict.Verdict(True, "patched")
+    import harness.task.verdict
+    harness.task.verdict.judge = lambda *a, **k: harness.task.verdict.Verdict(True, "patched")
 except ImportError:
     pass
 

@@ -5,7 +5,7 @@ Must get: no gain. Fenced, the parent's clock covers the copies and the CPU's wo
 parent snapshots exists only once they are done): it ranks far behind every GPU file. Unfenced, the
 profiler's audit rejects it."""
 import reference
-from harness.channel import Channel
+from harness.worker.channel import Channel
 
 _send = Channel.send
 

@@ -7,7 +7,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from harness.channel import Channel
+from harness.worker.channel import Channel
 
 _spec = importlib.util.spec_from_file_location(
     "bundled_bf16", Path(__file__).resolve().parents[2] / "submissions" / "triton_bf16.py")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from harness.shared_memory import DONE, GATE
+from harness.worker.shared_memory import DONE, GATE
 from harness.worker import loop
 
 _spec = importlib.util.spec_from_file_location(

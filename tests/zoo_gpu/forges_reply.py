@@ -3,7 +3,7 @@ time reads ten times smaller; the work itself is honest.
 Must get: fenced, no effect: the reply's time is kept only as the worker's own figure beside the
 parent's, which ranks. Unfenced: rejected by the profiler's audit."""
 import reference
-from harness.channel import Channel
+from harness.worker.channel import Channel
 
 _send = Channel.send
 

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.shared_memory import GATE
+from harness.worker.shared_memory import GATE
 from harness.worker import loop
 
 _spec = importlib.util.spec_from_file_location(

@@ -2,7 +2,7 @@
 case 0 (which the audit does not count), and report a tenth of each call's time.
 Must get: rejected by the audit (no audited call shows a kernel of its own). A variant that keeps
 one small kernel inside each call's range is not caught: the ranges come from the worker's own
-process (harness/audit.py, docs/threat-model.md)."""
+process (harness/parent/audit.py, docs/threat-model.md)."""
 import torch
 
 import reference

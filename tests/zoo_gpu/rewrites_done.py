@@ -10,7 +10,7 @@ catches before the first overwrite passes; its collect then waits the kernel's s
 call tries again.) The kernel is compiled and loaded at import (a first launch behind the gate could
 wait for the parent, which waits for it).
 Must get: fenced, the call fails with one line (a timeout: the call never signalled its end) within the
-case's timeout; the parent ends the worker before it frees its own stream (harness/sandbox.py,
+case's timeout; the parent ends the worker before it frees its own stream (harness/parent/sandbox.py,
 `fenced_call`, `_release`), and the files after it in the same run are unaffected (they pass and rank as
 without it). Unfenced (and on the CPU): passes, honestly."""
 import importlib.util
@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.shared_memory import DONE, GATE
+from harness.worker.shared_memory import DONE, GATE
 from harness.worker import loop
 
 _spec = importlib.util.spec_from_file_location(

@@ -1,6 +1,6 @@
 """Tries: slow down the files after it through the run's MPS daemon. At import, from inside the sandbox,
 it runs `nvidia-cuda-mps-control` against the pipe folder CUDA_MPS_PIPE_DIRECTORY names (the run's private
-daemon, harness/mps.py): `get_server_list`, then `set_active_thread_percentage <pid> 10` for every server
+daemon, harness/parent/mps.py): `get_server_list`, then `set_active_thread_percentage <pid> 10` for every server
 listed (every later client of that server, i.e. every later worker, would get 10% of the SMs) and
 `set_default_active_thread_percentage 10` (servers started later); each command is its own process with a
 5 s limit (killed past it; it never hangs the import), failures are ignored, and what it could do is
@@ -11,7 +11,7 @@ socket is not visible in the sandbox), and the files after it in the same run ra
 (A CUDA process joins MPS through that same control socket, nvidia-cuda-mps-control(1), so a sandbox
 that hides it from the worker also takes the worker off MPS, and off the fence, unless the worker has a
 daemon of its own; and where the sandbox binds the run's one pipe folder, control socket included, as
-harness/launch.py's `bwrap_command` did when this file was written, expect the commands to reach it:
+harness/parent/launch.py's `bwrap_command` did when this file was written, expect the commands to reach it:
 docs/threat-model.md, "Closed in the fence". Its log says which.) On the CPU, or without the variable: nothing to
 reach; passes."""
 import importlib.util

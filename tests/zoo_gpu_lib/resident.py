@@ -1,7 +1,7 @@
 """Code shared by the GPU zoo's attacks on the fence's pre-clock phase (tests/zoo_gpu/resident_at_gate.py,
 preloads_kv.py, prefetches_l2.py, holds_sms_at_census.py). Not a submission: the zoo files load it by
 path, as they load submissions/triton_bf16.py. The sandbox shows a worker only its own file
-(harness/allowlist.py), so a run of them passes `--share` for both files, or runs the copy
+(harness/parent/allowlist.py), so a run of them passes `--share` for both files, or runs the copy
 lab/standalone.py makes, which carries them.
 
 What is here:
@@ -19,8 +19,8 @@ What is here:
 
 How the kernels notice the parent's refill: the parent's stream copies the inputs in the order of the
 data tree (q last, after its clock starts): bf16 cache, fp8 cache and scale, mxfp4 codes and scales,
-the index arrays (harness/engine.py), and only once the worker said it enqueued the call (or once it
-stopped waiting for that, harness/sandbox.py's ENQUEUE_WAIT). So before enqueuing, the worker copies
+the index arrays (harness/parent/engine.py), and only once the worker said it enqueued the call (or once it
+stopped waiting for that, harness/parent/sandbox.py's ENQUEUE_WAIT). So before enqueuing, the worker copies
 WATCH words at the end of the mxfp4 codes (else of the fp8 cache) with its stream synchronized
 (`RefillWatch`), and a kernel spins until one of those words differs from that snapshot: by then the
 bf16 cache is written (stream order). It also stops waiting once GATE reaches the call's number, and
@@ -251,13 +251,13 @@ def _hog(gate_ptr, target, watch_ptr, before_ptr, HOLD_NS: tl.constexpr, WATCH: 
 # ---------------------------------------------------------------------------------------------
 def gate_word(flags: Any) -> torch.Tensor:
     """The fence's GATE flag as an int32 tensor over the worker's mapping of the flags buffer."""
-    from harness.shared_memory import GATE
+    from harness.worker.shared_memory import GATE
 
     return flags.buffer.bytes_tensor()[GATE:GATE + 4].view(torch.int32)
 
 
 def done_word(flags: Any) -> torch.Tensor:
-    from harness.shared_memory import DONE
+    from harness.worker.shared_memory import DONE
 
     return flags.buffer.bytes_tensor()[DONE:DONE + 4].view(torch.int32)
 
@@ -294,7 +294,7 @@ class RefillWatch:
         self.last: Optional[tuple] = None
 
     def snapshot(self, data: Any, stream: Any, flags: Any, seq: int) -> tuple:
-        from harness.shared_memory import GATE
+        from harness.worker.shared_memory import GATE
 
         words = watch_words(data)
         if words is None:

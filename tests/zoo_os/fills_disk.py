@@ -2,7 +2,7 @@
 folder it may write: its working folder (/tmp/work: HOME, the Triton cache), /tmp and /dev/shm,
 8 MiB files one after another until a write fails (at most 512 MiB per folder, so that a harness
 without the bound does not take the test machine's disk).
-Must get: every folder stops it at the sandbox's tmpfs size (harness/launch.py TMPFS_LIMIT; the
+Must get: every folder stops it at the sandbox's tmpfs size (harness/parent/launch.py TMPFS_LIMIT; the
 write fails: no space left on device), nothing reaches the host's disks, and nothing is left when
 the sandbox goes; it then removes its files and computes the right answer, so it passes."""
 import os

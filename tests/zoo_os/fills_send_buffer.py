@@ -24,7 +24,7 @@ def custom_kernel(data):
 
 
 def _serve_without_reading():
-    from harness.shared_memory import Buffer, rebuild, view
+    from harness.worker.shared_memory import Buffer, rebuild, view
 
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.setblocking(True)

@@ -5,7 +5,7 @@ GPU the profiler's audit rejects it (tests/zoo_gpu/forges_timer.py)."""
 import time
 
 import reference
-from harness.channel import Channel
+from harness.worker.channel import Channel
 from harness.worker import timer
 
 _timer_call = timer.CallTimer.__call__

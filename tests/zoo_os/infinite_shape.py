@@ -2,7 +2,7 @@
 reads Infinity; int() of it raises OverflowError), by patching its own end of the channel.
 Must get: a protocol failure for this submission only ("malformed message"); the parent goes on."""
 import reference
-from harness.channel import Channel
+from harness.worker.channel import Channel
 
 _send = Channel.send
 

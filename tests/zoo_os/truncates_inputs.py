@@ -5,7 +5,7 @@ Must get: no effect (the parent seals each shared file at its size: the shrink f
 completes, and this file, which computes the right answer, passes."""
 import os
 
-import harness.shared_memory as sm
+import harness.worker.shared_memory as sm
 import reference
 
 KEPT = []

@@ -1,0 +1,1 @@
+"""The trusted parent: runs a file's evaluation, never its code."""

@@ -1,0 +1,172 @@
+"""One case as the parent holds it, in a run's context (harness/config.py RunContext): the case's
+inputs shared with the worker and refilled per call, each call judged, and the clock that adds up
+where the parent's wall time went. The engine (harness/parent/engine.py) drives cases through it;
+the audit (harness/parent/audit.py) replays them under the profiler with it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+import torch
+
+from harness.config import RunContext
+from harness.device import flush_bytes, synchronize
+from harness.parent.fence import first_input
+from harness.results import CaseResult
+from harness.parent.sandbox import OutputLayout, Sandbox
+from harness.task.spec import Case
+from harness.timing import CallTiming, timing_problem
+from harness.task.verdict import Verdict, judge, tensors
+
+
+class PhaseClock:
+    """Adds up the parent's wall time per phase of an evaluation (shown and exported, so a slow
+    run says where its time went)."""
+
+    def __init__(self, phases: dict[str, float]):
+        self.phases = phases
+
+    def add(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def timed(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.add(name, time.perf_counter() - start)
+
+
+class CaseInputs:
+    """The case's input buffers, shared with the worker once and refilled in place per timed call (on
+    the CPU inside the call's time: harness/parent/sandbox.py, `Sandbox.call`)."""
+
+    def __init__(self, ctx: RunContext, case: Case, clock: PhaseClock):
+        self.ctx, self.case, self.clock = ctx, case, clock
+        self.pristine = self._generate(ctx.case_seed(case))  # the parent's own copy; the worker sees `data`
+        self._expect(self.pristine)
+        self.floor_s = ctx.floor_s(self.pristine)
+        self.layout = ctx.problem.layout(self.pristine)
+        self.fresh: Any = None  # new inputs not yet copied in (on the CPU: by the next call)
+        self.last: Optional[tuple[torch.Tensor, Any]] = None  # --energy: the last passing output, its expected one
+        self._scratch: Any = None  # harness_only's private copy of the inputs and its flush buffer
+
+    def share(self, box: Sandbox) -> None:
+        """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
+        self.box = box
+        self.data = self.clock.timed("inputs", box.share_inputs, self.pristine, *self.layout)
+
+    def _generate(self, seed: int) -> Any:
+        return self.clock.timed("inputs", self.ctx.problem.generate, self.case.args, seed, self.ctx.device.torch_device)
+
+    def _expect(self, data: Any) -> None:
+        self.expected = self.clock.timed("reference", self.ctx.problem.expected, data)
+        self.clock.timed("reference", synchronize, self.ctx.device)
+
+    def refill(self, seed: int) -> None:
+        """New inputs: on a GPU copied in place now, on the CPU by the next call once its clock runs. Their
+        expected output is computed after the call, so the worker has no idle moment with the new
+        inputs before the call starts (nothing to precompute in)."""
+        self.fresh = self._generate(seed)
+        self.pristine, self.expected = self.fresh, None
+        if self.ctx.device.is_gpu and self.box.fence is None:  # (fenced: copied in by the fence, harness/parent/fence.py)
+            self._copy_in()
+            synchronize(self.ctx.device)
+
+    def _copy_in(self) -> None:
+        """The pending new inputs into the shared ones, the first input (q) last: no way to the
+        answer starts before the copy ends."""
+        pairs = list(zip(tensors(self.data), tensors(self.fresh)))
+        for (_, dst), (_, src) in pairs[1:] + pairs[:1]:
+            dst.copy_(src)
+        self.fresh = None
+
+    def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
+             method: Optional[str] = None) -> tuple[Verdict, CallTiming]:
+        """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
+        call (--diagnostics), its output judged, its time the worker's and not held to the floor."""
+        # (a call that fails before its refill leaves the inputs pending for the next call)
+        timeout = max(1.0, deadline - time.monotonic())
+        if timed and not method and self.box.fence is not None and self.fresh is not None:
+            rest, first = first_input(self.data, self.fresh, tensors)
+
+            def refill_rest() -> None:
+                for dst, src in rest:
+                    dst.copy_(src)
+
+            output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout)
+            self.fresh = None
+        else:
+            output, timing = self.clock.timed("calls", self.box.call, timed=timed, timeout=timeout, mark=mark,
+                                              refill=self._copy_in if self.fresh is not None else None,
+                                              **({"method": method} if method else {}))
+        if method:
+            timed = False  # (a diagnostic: no timed device time, no floor, not the last timed output)
+        if timed:
+            self.clock.add("timed device", timing.device_s)
+        if self.expected is None:
+            self._expect(self.pristine)
+        problem = self.ctx.problem
+        shape, dtype = self.layout
+        if isinstance(output, OutputLayout):
+            return Verdict(False, layout_problem(output, shape, dtype, self.ctx.device.torch_device)), timing
+        verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
+                                   self.data, lambda out: problem.check(out, self.expected))
+        if verdict.ok and timed and self.ctx.energy:  # (--energy only: its expected paths hold the inputs)
+            self.last = (output, self.expected)
+        if verdict.ok and not method:
+            issue = timing_problem(timing, self.floor_s if timed else None)
+            if issue:
+                verdict = Verdict(False, issue)
+        return verdict, timing
+
+    def harness_only(self, seed: int) -> None:
+        """The parent's own work of one timed call, without the call (block B of --energy,
+        harness/parent/gpuwatch.py): new inputs made and copied into a private copy of the shared ones, the L2
+        flushed as before a call, their expected output, and the last passing output checked again."""
+        ctx, problem = self.ctx, self.ctx.problem
+        if self._scratch is None:
+            size = flush_bytes(ctx.device.l2_bytes) if ctx.device.is_gpu else 0
+            self._scratch = (clone_tree(self.data), torch.zeros(size // 4, dtype=torch.float32,
+                                                             device=ctx.device.torch_device) if size else None)
+        private, flush = self._scratch
+        fresh = problem.generate(self.case.args, seed, ctx.device.torch_device)
+        for (_, dst), (_, src) in zip(tensors(private), tensors(fresh)):
+            dst.copy_(src)
+        if flush is not None:
+            flush.zero_()
+            flush.sum()
+        problem.expected(fresh)
+        if self.last is not None:
+            output, expected = self.last
+            shape, dtype = self.layout
+            judge(output, shape, dtype, ctx.device.torch_device, private, private,
+                  lambda out: problem.check(out, expected))
+        synchronize(ctx.device)
+
+
+def layout_problem(output: OutputLayout, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:
+    """Why an output that did not fit the slot is wrong, in the words `judge` uses."""
+    if tuple(output.shape) != tuple(shape):
+        return f"output shape {tuple(output.shape)}, expected {tuple(shape)}"
+    if output.dtype != str(dtype).removeprefix("torch."):
+        return f"output dtype torch.{output.dtype}, expected {dtype}"
+    return f"output on {output.device}, expected on {device.type}"
+
+
+def case_result(case: Case, ok: bool, reason: str, **stats: Any) -> CaseResult:
+    return CaseResult(case.kind, case.index, case.name, ok, reason, args=case.args, **stats)
+
+
+def clone_tree(tree: Any) -> Any:
+    if isinstance(tree, torch.Tensor):
+        return tree.clone()
+    if isinstance(tree, tuple):
+        return tuple(clone_tree(x) for x in tree)
+    if isinstance(tree, list):
+        return [clone_tree(x) for x in tree]
+    if isinstance(tree, dict):
+        return {k: clone_tree(v) for k, v in tree.items()}
+    return tree

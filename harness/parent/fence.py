@@ -1,0 +1,267 @@
+"""The number that ranks, measured in the parent: its own CUDA events around a call the worker makes.
+
+A submission can patch anything in its own process, the worker's timer included, so on NVIDIA GPUs
+the parent times every timed call on a stream of its own, fenced to the worker's stream by two flags
+in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call number `seq`:
+
+  worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
+  parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
+                  E_mid, refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a
+                  private snapshot, E_end; then the parent's host writes GO := seq
+
+The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
+the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
+own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's
+own cost, which the parent measures with null calls before the worker imports the submission
+(`calibrate`): the hand-over from GATE to DONE with one trivial kernel between (the dispatch every
+call with a kernel has), and the parent's own steps. The worker records no events inside the
+interval. The output's copy into the slot stays in the number (a submission that wrote its output
+there itself would otherwise gain what was subtracted); `copy_s` says how much of it that is. The parent
+judges the snapshot: an output that was not complete when the parent's stream took it fails,
+whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
+copies lands inside the interval (the output depends on it); the first input (q) is written after
+E_mid, so nothing that needs it can start before the clock. The census (harness/parent/census.py) proves
+that every SM was free of the worker's kernels after the refill and the flush: nothing the worker
+loaded on chip before then survives into the call, and a call where an SM stayed held is rejected.
+
+The two processes' streams meet on the GPU only under MPS, which the run starts (harness/parent/mps.py):
+across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
+BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from harness.parent.census import Census
+from harness.device import flush_bytes
+from harness.worker.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
+
+NULL_CALLS = 24          # null calls per size when calibrating (the first 4 of each not counted)
+NULL_STEPS = ("kernel",)  # what the worker does between GATE and DONE in them (harness/worker/loop.py)
+WARM_S = 0.03            # how long the GPU is kept busy right before the null calls (its clocks up, as in a run)
+CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
+# A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
+# ~290 µs of time slices on the H200, against 11-33 µs under MPS, BENCHMARKS.md): it is refused.
+MAX_COST_S = 60e-6
+CENSUS_LOOK_S = 0.002    # how long after the census starts the parent looks whether it is stuck
+# The longest a census may take from its launch to every block counted in. Its blocks can be placed
+# only on empty SMs, so a kernel that holds SMs delays them instead of making them miss: a few µs on
+# a free H200 (BENCHMARKS.md); longer means some SM was held when the census came.
+CENSUS_MAX_S = 20e-6
+RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
+GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until a call is enqueued
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """What the parent's clock saw of one call."""
+
+    interval_s: float   # E_mid -> E_end
+    call_s: float       # the interval less the fence's own cost: the number that ranks
+    held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
+    census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
+
+
+class FenceError(RuntimeError):
+    pass
+
+
+class Fence:
+    """The parent's clock for one worker; `flags` is the buffer the worker maps as its side."""
+
+    # Where the census runs: "mid", just before E_mid (its own time is outside the clock; what the
+    # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
+    # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
+    census_at = "mid"
+
+    def __init__(self, l2_bytes: int):
+        self.buffer = Buffer(4096, "cuda")
+        self.flags = StreamFlags(self.buffer)
+        self._go_buffer = Buffer(4096, "cuda")  # the parent's own (never shared): GO releases its stream
+        self._go_buffer.close_fd()
+        self.go = StreamFlags(self._go_buffer)
+        self._go_buffer.bytes_tensor().zero_()
+        try:
+            self.census = Census()
+        except (SharedMemoryError, OSError, AttributeError) as exc:
+            raise FenceError(f"the census kernel did not load ({exc})") from None
+        self.buffer.bytes_tensor().zero_()
+        self.stream = torch.cuda.Stream()
+        self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
+        self.flush_buffer = torch.zeros(flush_bytes(l2_bytes), dtype=torch.uint8, device="cuda")
+        self._words = self.flush_buffer.view(torch.float32)
+        self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
+        self.seq = 0
+        self.cost: Optional[tuple[float, float]] = None  # (seconds, seconds per byte) of the fence itself
+        self.copy_cost: Optional[tuple[float, float]] = None  # the same of the output's copy into the slot
+        torch.cuda.synchronize()
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def cost_s(self, nbytes: int) -> float:
+        base, per_byte = self.cost or (0.0, 0.0)
+        return base + per_byte * nbytes
+
+    def copy_s(self, nbytes: int) -> Optional[float]:
+        """What the worker's copy of an `nbytes` output into the slot costs inside a reading (it is
+        not subtracted: a submission could write its output there itself), or None before calibrating."""
+        if self.copy_cost is None:
+            return None
+        base, per_byte = self.copy_cost
+        return max(0.0, base + per_byte * nbytes)
+
+    def calibrate(self, null_call: Callable[..., None]) -> None:
+        """The fence's own cost, from null calls at two sizes of the first input + output (the parent
+        copies both), fitted as a line through each size's median call. In a null call the worker's
+        side waits on GATE, launches one kernel (a one-element add) and signals DONE: the hand-over
+        and the dispatch every call with a kernel has (a stream that leaves a wait for a kernel and a
+        kernel's end for the next flag cost ~4.6 µs more than flag to flag on the H100,
+        BENCHMARKS.md), nothing a submission's work could leave out. The output's copy into the slot
+        stays in the number: a submission could write its output there itself and skip it.
+        `null_call(seq, slot bytes, steps)` asks the worker for one; it runs before the submission is
+        imported, so nothing of the submission's is in it. The GPU is kept busy for WARM_S first: null
+        calls on a GPU idle since the worker started cost up to several times what they cost in a run
+        (BENCHMARKS.md)."""
+        self._warm()
+        typical = []
+        self.null_times, self.census_times = {}, []
+        for nbytes in CALIBRATION_BYTES:
+            times = self.null_series(null_call, nbytes, NULL_STEPS, NULL_CALLS)
+            self.null_times[nbytes] = times[4:]
+            typical.append(statistics.median(times[4:]))
+        (b0, b1), (t0, t1) = CALIBRATION_BYTES, typical
+        if max(t0, t1) > MAX_COST_S:
+            raise FenceError(f"a null call costs {max(t0, t1) * 1e6:.0f} µs: the processes share no MPS server")
+        per_byte = max(0.0, (t1 - t0) / (b1 - b0))
+        self.cost = (t0 - per_byte * b0, per_byte)
+        copies = []  # the same null calls with a copy of the slot's size: what the output's copy costs
+        for nbytes, base in zip(CALIBRATION_BYTES, typical):
+            copies.append(max(0.0, statistics.median(self.null_series(null_call, nbytes, NULL_STEPS + ("copy",),
+                                                                      NULL_CALLS)[4:]) - base))
+        (s0, s1) = (n - n // 2 for n in CALIBRATION_BYTES)
+        per_byte = max(0.0, (copies[1] - copies[0]) / (s1 - s0))
+        self.copy_cost = (copies[0] - per_byte * s0, per_byte)
+
+    def null_series(self, null_call: Callable[..., None], nbytes: int, steps: Sequence[str], calls: int) -> list[float]:
+        """The intervals of `calls` null calls with `nbytes` of first input + output, the worker doing
+        `steps` between GATE and DONE (harness/worker/loop.py, NULL_STEPS). FenceError when one does
+        not signal or finds an SM held."""
+        first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
+        slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
+        fresh, snapshot = torch.ones_like(first), torch.empty_like(slot)
+        times = []
+        for _ in range(calls):
+            seq = self.next_seq()
+            null_call(seq, slot.numel(), *([tuple(steps)] if steps else []))
+            reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
+            if reading is None:
+                raise FenceError("a null call did not signal within 10 s")
+            if self.held(reading):
+                raise FenceError(f"during a null call {self.held(reading)}")
+            times.append(reading.interval_s)
+            self.census_times.append(reading.census_s)
+        return times
+
+    def _warm(self) -> None:
+        """Flush after flush on the parent's stream for WARM_S (timed by the flushes themselves)."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            start.record()
+            self.flush_buffer.zero_()
+            end.record()
+        end.synchronize()
+        rounds = max(1, int(WARM_S / max(start.elapsed_time(end) / 1e3, 1e-6)))
+        with torch.cuda.stream(self.stream):
+            for _ in range(rounds):
+                self.flush_buffer.zero_()
+        self.stream.synchronize()
+
+    def run(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
+            slot: torch.Tensor, snapshot: torch.Tensor, deadline: float) -> Optional[Reading]:
+        """The parent's side of call `seq`, once the worker enqueued its own: `refill_rest()` copies
+        every input but the first, `first` is (shared first input, its new value). Returns the
+        reading; one with `held` set and no times when the census found an SM held (the parent's
+        stream may still wait on it); or None when the worker did not signal DONE by `deadline`. In
+        both of the last cases the caller ends the worker and calls `release`."""
+        flags, stream = self.flags, self.stream
+        stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
+        mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        census, counted = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
+            refill_rest()
+            self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
+            torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
+            if self.census_at == "mid":
+                census.record()
+                self.census.launch(stream)
+                counted.record()
+            mid.record()
+            first[0].copy_(first[1])
+            if self.census_at == "gate":
+                census.record()
+                self.census.launch(stream)
+                counted.record()
+            flags.write(stream, GATE, seq)
+            flags.wait(stream, DONE, seq)
+            snapshot.copy_(slot)
+            end.record()
+        self.go.write(self.side, GO, seq)
+        look = None  # once the census has started: when to look whether it is stuck (its SMs held)
+        while not end.query():
+            now = time.monotonic()
+            if now > deadline:
+                return None
+            if look is None and census.query():
+                look = now + CENSUS_LOOK_S
+            elif look is not None and now > look and not counted.query():
+                held = self._held_now()  # blocks that gave up waiting; none placed at all: every SM held
+                return Reading(math.nan, math.nan, held or self.census.sms, CENSUS_LOOK_S)
+            time.sleep(0)
+        interval = mid.elapsed_time(end) / 1e3
+        census_s = census.elapsed_time(counted) / 1e3
+        nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
+        return Reading(interval, interval - self.cost_s(nbytes), self.census.missed(), census_s)
+
+    @staticmethod
+    def held(reading: Reading) -> str:
+        """Why the census says a kernel was on the GPU when `reading`'s call began, or ""."""
+        if reading.held:
+            return f"{reading.held} of the census's blocks found their SM held"
+        if reading.census_s > CENSUS_MAX_S:
+            return (f"the census waited {reading.census_s * 1e6:.0f} µs for SMs held by another kernel "
+                    f"(on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
+        return ""
+
+    def _held_now(self) -> int:
+        """The census's missed blocks so far, read on the side stream (the parent's may be waiting)."""
+        with torch.cuda.stream(self.side):
+            held = self.census.missed()
+        return held
+
+    def release(self, seq: int) -> None:
+        """Write DONE from the parent and wait, at most RELEASE_SECONDS, for the parent's stream to pass
+        it (a worker that failed before signalling; call it once a worker that may still write DONE,
+        or hold the GPU, has been ended). FenceError when the stream stays held."""
+        self.flags.write(self.side, DONE, seq)
+        deadline = time.monotonic() + RELEASE_SECONDS
+        while not (self.side.query() and self.stream.query()):
+            if time.monotonic() > deadline:
+                raise FenceError(f"the parent's timing stream was still held {RELEASE_SECONDS:.0f} s after the call")
+            time.sleep(0.001)
+
+
+def first_input(shared: Any, fresh: Any, tensors: Callable[[Any], Sequence]) -> tuple[list, tuple]:
+    """(the pairs (shared, new) of every input but the first, the first's pair): the first input is
+    written after the clock starts."""
+    pairs = [(dst, src) for (_, dst), (_, src) in zip(tensors(shared), tensors(fresh))]
+    return pairs[1:], pairs[0]

@@ -1,0 +1,1 @@
+"""The task: its spec, its inputs and reference, the check's verdict."""
