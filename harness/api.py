@@ -26,23 +26,28 @@ What each name is:
                         lab/ experiments patch or drive)
 """
 
-from harness.worker import compat  # noqa: F401
-
+from harness.cli import main
+from harness.compile.record import Recorder
+from harness.device import detect, measure_copy_bandwidth
 from harness.parent import fence, launch, mps
-from harness.parent.allowlist import allowed_paths  # noqa: F401
-from harness.parent.audit import find_ncu, kernel_times, ncu_command  # noqa: F401
-from harness.parent.case import clone_tree  # noqa: F401
-from harness.parent.census import Census  # noqa: F401
-from harness.cli import main  # noqa: F401
-from harness.compile.record import Recorder  # noqa: F401
-from harness.device import detect, measure_copy_bandwidth  # noqa: F401
-from harness.report.html_report import write_page  # noqa: F401
-from harness.parent.launch import bwrap_command, child_env, find_bwrap, start_worker  # noqa: F401
-from harness.task.problem import load_problem  # noqa: F401
-from harness.task.quant import dequantize_mxfp4  # noqa: F401
-from harness.worker.shared_memory import Buffer, driver_call  # noqa: F401
-from harness.task.spec import SpecError, load_task  # noqa: F401
-from harness.report.store import Store  # noqa: F401
-from harness.task.verdict import tensors  # noqa: F401
-from harness.worker.loop import load_module  # noqa: F401
-from harness.worker.timer import CallTimer, capture_graph  # noqa: F401
+from harness.parent.allowlist import allowed_paths
+from harness.parent.audit import find_ncu, kernel_times, ncu_command
+from harness.parent.case import clone_tree
+from harness.parent.census import Census
+from harness.parent.launch import bwrap_command, child_env, find_bwrap, start_worker
+from harness.report.html_report import write_page
+from harness.report.store import Store
+from harness.task.problem import load_problem
+from harness.task.quant import dequantize_mxfp4
+from harness.task.spec import SpecError, load_task
+from harness.task.verdict import tensors
+from harness.worker import compat
+from harness.worker.loop import load_module
+from harness.worker.shared_memory import Buffer, driver_call
+from harness.worker.timer import CallTimer, capture_graph
+
+__all__ = ["allowed_paths", "Buffer", "bwrap_command", "CallTimer", "capture_graph", "Census", "child_env",
+           "clone_tree", "compat", "dequantize_mxfp4", "detect", "driver_call", "fence", "find_bwrap",
+           "find_ncu", "kernel_times", "launch", "load_module", "load_problem", "load_task", "main",
+           "measure_copy_bandwidth", "mps", "ncu_command", "Recorder", "SpecError", "start_worker", "Store",
+           "tensors", "write_page"]

@@ -24,6 +24,8 @@ class CallTiming:
     replaced: tuple[str, ...]  # timer functions found replaced after the call
     caught_up: bool = False  # the GPU had passed the start event when the call returned: it may
                              # have waited for the call's launches inside the timed interval
+    least_s: Optional[float] = None  # fenced: the parent's reading less its fastest null call, the
+                                     # least the call took (device_s subtracts the median one)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,13 +89,15 @@ FLOOR_FACTOR = 0.8
 
 
 def timing_problem(timing: CallTiming, floor_s: Optional[float]) -> Optional[str]:
-    """Why a call's timing cannot be trusted, or None."""
-    if not timing.device_s > 0 or not timing.host_s >= 0 or not timing.tail_s >= 0:
-        return f"impossible time reported by the worker: {timing.device_s!r} s"
+    """Why a call's timing cannot be trusted, or None. A fenced call is held to the least it took
+    (`least_s`), so the spread of the fence's own hand-over never rejects an honest call."""
+    seconds, who = (timing.device_s, "reported by the worker") if timing.least_s is None else (timing.least_s, "measured")
+    if not seconds > 0 or not timing.host_s >= 0 or not timing.tail_s >= 0:
+        return f"impossible time {who}: {seconds!r} s"
     if timing.replaced:
         return f"timer function {timing.replaced[0]} was replaced by the submission"
-    if floor_s is not None and timing.device_s < floor_s:
-        return (f"impossible time: {timing.device_s * 1e6:.2f} µs is below the physical floor of "
+    if floor_s is not None and seconds < floor_s:
+        return (f"impossible time: {seconds * 1e6:.2f} µs is below the physical floor of "
                 f"{floor_s * 1e6:.2f} µs for the bytes this case must read")
     return None
 

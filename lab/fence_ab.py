@@ -4,7 +4,7 @@ worker's calibrated fence cost and, at the end, how long the census took from it
 block counted in (fence.CENSUS_MAX_S is the limit), over the null calls and over every timed call.
 The rest of the command line is eval.py's.
 With --null-steps, each worker also runs null calls doing each of a fenced call's own steps (its
-events, one kernel, the output's copy; harness/worker/loop.py NULL_STEPS) and prints their intervals.
+events, one kernel, the output's copy; harness/worker/fence_side.py NULL_STEPS) and prints their intervals.
 Usage: python3 lab/fence_ab.py [--census mid|gate|off] [--keep-view] [--null-steps] -- EVAL_ARGS...
 """
 import argparse

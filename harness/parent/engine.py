@@ -73,7 +73,7 @@ def evaluate(path: Path, ctx: RunContext, mode: str, progress: Progress = _no_pr
             result.ok, result.error = False, f"{exc.kind}: {exc}"
             return result
         if ctx.fence == "fenced":
-            result.audit = FENCED if box.fence is not None else f"unverified: {box.fence_note} (the worker's own events)"
+            result.audit = _fenced_audit(box)
         ended = _run_steps(path, ctx, mode, steps, first, box, result, progress, clock, auditor)
         result.ok = bool(result.cases) and all(c.ok for c in result.cases)
         if mode == "leaderboard" and result.ok and box.fence is None:  # unfenced: the profiler's audit
@@ -143,6 +143,17 @@ def _companion_lax(companion: Path, ctx: RunContext) -> str:
         except Exception as exc:  # noqa: BLE001 - a note that says less beats a lost result
             return f"check not tried ({type(exc).__name__})"
     return _COMPANION_LAX[key]
+
+
+def _fenced_audit(box: Sandbox) -> str:
+    """What establishes a fenced run's timings for one file. Outside the sandbox an earlier file could
+    have rewritten the harness's worker-side code (the null calls that calibrate the fence
+    included), so those numbers are not called verified."""
+    if box.fence is None:
+        return f"unverified: {box.fence_note} (the worker's own events)"
+    if not box.sandboxed:
+        return "unverified: fenced, but the worker ran outside the sandbox"
+    return FENCED
 
 
 def _run_steps(path: Path, ctx: RunContext, mode: str, steps: list, first: Optional[CaseInputs], box: Sandbox,

@@ -44,7 +44,7 @@ from harness.device import flush_bytes
 from harness.worker.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
 NULL_CALLS = 24          # null calls per size when calibrating (the first 4 of each not counted)
-NULL_STEPS = ("kernel",)  # what the worker does between GATE and DONE in them (harness/worker/loop.py)
+NULL_STEPS = ("kernel",)  # what the worker does between GATE and DONE in them (harness/worker/fence_side.py)
 WARM_S = 0.03            # how long the GPU is kept busy right before the null calls (its clocks up, as in a run)
 CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
 # A fence whose null call costs more is not sharing one hardware context with the worker (no MPS:
@@ -67,6 +67,7 @@ class Reading:
     call_s: float       # the interval less the fence's own cost: the number that ranks
     held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
     census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
+    least_s: float = math.nan  # the interval less the fastest null call: what the call took at the least
 
 
 class FenceError(RuntimeError):
@@ -100,6 +101,7 @@ class Fence:
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
         self.seq = 0
         self.cost: Optional[tuple[float, float]] = None  # (seconds, seconds per byte) of the fence itself
+        self.least_cost: Optional[tuple[float, float]] = None  # the same through each size's fastest null call
         self.copy_cost: Optional[tuple[float, float]] = None  # the same of the output's copy into the slot
         torch.cuda.synchronize()
 
@@ -107,8 +109,10 @@ class Fence:
         self.seq += 1
         return self.seq
 
-    def cost_s(self, nbytes: int) -> float:
-        base, per_byte = self.cost or (0.0, 0.0)
+    def cost_s(self, nbytes: int, least: bool = False) -> float:
+        """The fence's cost subtracted from a reading of `nbytes` (first input + output): its median
+        null call, or with `least` its fastest (what no call's own time can be below)."""
+        base, per_byte = (self.least_cost if least else self.cost) or (0.0, 0.0)
         return base + per_byte * nbytes
 
     def copy_s(self, nbytes: int) -> Optional[float]:
@@ -132,28 +136,30 @@ class Fence:
         calls on a GPU idle since the worker started cost up to several times what they cost in a run
         (BENCHMARKS.md)."""
         self._warm()
-        typical = []
         self.null_times, self.census_times = {}, []
         for nbytes in CALIBRATION_BYTES:
-            times = self.null_series(null_call, nbytes, NULL_STEPS, NULL_CALLS)
-            self.null_times[nbytes] = times[4:]
-            typical.append(statistics.median(times[4:]))
-        (b0, b1), (t0, t1) = CALIBRATION_BYTES, typical
-        if max(t0, t1) > MAX_COST_S:
-            raise FenceError(f"a null call costs {max(t0, t1) * 1e6:.0f} µs: the processes share no MPS server")
-        per_byte = max(0.0, (t1 - t0) / (b1 - b0))
-        self.cost = (t0 - per_byte * b0, per_byte)
-        copies = []  # the same null calls with a copy of the slot's size: what the output's copy costs
-        for nbytes, base in zip(CALIBRATION_BYTES, typical):
-            copies.append(max(0.0, statistics.median(self.null_series(null_call, nbytes, NULL_STEPS + ("copy",),
-                                                                      NULL_CALLS)[4:]) - base))
-        (s0, s1) = (n - n // 2 for n in CALIBRATION_BYTES)
-        per_byte = max(0.0, (copies[1] - copies[0]) / (s1 - s0))
-        self.copy_cost = (copies[0] - per_byte * s0, per_byte)
+            self.null_times[nbytes] = self.null_series(null_call, nbytes, NULL_STEPS, NULL_CALLS)[4:]
+        typical = [statistics.median(self.null_times[n]) for n in CALIBRATION_BYTES]
+        if max(typical) > MAX_COST_S:
+            raise FenceError(f"a null call costs {max(typical) * 1e6:.0f} µs: the processes share no MPS server")
+        self.cost = _line(CALIBRATION_BYTES, typical)
+        self.least_cost = _line(CALIBRATION_BYTES, [min(self.null_times[n]) for n in CALIBRATION_BYTES])
+        self.copy_cost = self._copy_cost(null_call, typical)
+
+    def _copy_cost(self, null_call: Callable[..., None], typical: Sequence[float]) -> Optional[tuple[float, float]]:
+        """The same null calls with a copy of the slot's size, less those without: what the output's
+        copy costs, a line in the slot's bytes; None where they fail (a diagnostic: the fence stays)."""
+        self._warm()
+        try:
+            copies = [max(0.0, statistics.median(self.null_series(null_call, n, NULL_STEPS + ("copy",), NULL_CALLS)[4:])
+                          - base) for n, base in zip(CALIBRATION_BYTES, typical)]
+        except FenceError:
+            return None
+        return _line([n - n // 2 for n in CALIBRATION_BYTES], copies)
 
     def null_series(self, null_call: Callable[..., None], nbytes: int, steps: Sequence[str], calls: int) -> list[float]:
         """The intervals of `calls` null calls with `nbytes` of first input + output, the worker doing
-        `steps` between GATE and DONE (harness/worker/loop.py, NULL_STEPS). FenceError when one does
+        `steps` between GATE and DONE (harness/worker/fence_side.py, NULL_STEPS). FenceError when one does
         not signal or finds an SM held."""
         first = torch.zeros(nbytes // 2, dtype=torch.uint8, device="cuda")
         slot = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8, device="cuda")
@@ -163,10 +169,10 @@ class Fence:
             seq = self.next_seq()
             null_call(seq, slot.numel(), *([tuple(steps)] if steps else []))
             reading = self.run(seq, lambda: None, (first, fresh), slot, snapshot, deadline=time.monotonic() + 10)
-            if reading is None:
-                raise FenceError("a null call did not signal within 10 s")
-            if self.held(reading):
-                raise FenceError(f"during a null call {self.held(reading)}")
+            if reading is None or self.held(reading):
+                why = "a null call did not signal within 10 s" if reading is None else f"during a null call {self.held(reading)}"
+                self.release(seq)  # (the parent's stream must not stay behind the worker's DONE)
+                raise FenceError(why)
             times.append(reading.interval_s)
             self.census_times.append(reading.census_s)
         return times
@@ -230,7 +236,10 @@ class Fence:
         interval = mid.elapsed_time(end) / 1e3
         census_s = census.elapsed_time(counted) / 1e3
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
-        return Reading(interval, interval - self.cost_s(nbytes), self.census.missed(), census_s)
+        least = interval - self.cost_s(nbytes, least=True)
+        typical = interval - self.cost_s(nbytes)
+        # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
+        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least)
 
     @staticmethod
     def held(reading: Reading) -> str:
@@ -265,3 +274,10 @@ def first_input(shared: Any, fresh: Any, tensors: Callable[[Any], Sequence]) -> 
     written after the clock starts."""
     pairs = [(dst, src) for (_, dst), (_, src) in zip(tensors(shared), tensors(fresh))]
     return pairs[1:], pairs[0]
+
+
+def _line(sizes: Sequence[int], times: Sequence[float]) -> tuple[float, float]:
+    """(intercept, slope) of the line through two (size, time) points, its slope at least 0."""
+    (b0, b1), (t0, t1) = sizes, times
+    per_byte = max(0.0, (t1 - t0) / (b1 - b0))
+    return t0 - per_byte * b0, per_byte

@@ -236,7 +236,8 @@ class Sandbox:
         own = self._answer(max(1.0, deadline - time.monotonic()), "the call's own timing", "output")
         try:
             timing = CallTiming(reading.call_s, enqueued, _number(own["tail_s"]),
-                                tuple(_text(r, 80) for r in list(own["replaced"])[:10]), caught_up=not ready)
+                                tuple(_text(r, 80) for r in list(own["replaced"])[:10]), caught_up=not ready,
+                                least_s=reading.least_s)
             layout = reply["layout"]
             described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
                                      _text(layout["device"], 20))

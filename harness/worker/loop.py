@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.worker.channel import WORKER_LIMIT, Channel, ChannelClosed, one_line
+from harness.worker.fence_side import fence_phase
 
 
 def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> None:
@@ -119,7 +120,7 @@ def _start(channel: Channel, submission: str, device_type: str, l2_bytes: int):
     if timer.gpu:
         print(f"worker: persisting-L2 reset before each flush: {'on' if timer._reset_l2 else 'not available'}",
               flush=True)
-    flags = _fence_phase(channel, timer) if timer.gpu and os.environ.get("MLA_EVAL_FENCE") == "1" else None
+    flags = fence_phase(channel, timer) if timer.gpu and os.environ.get("MLA_EVAL_FENCE") == "1" else None
     try:
         kernel = _load(submission)
     except _LoadError as exc:
@@ -149,65 +150,6 @@ def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any, method
         if mark:
             torch.cuda.nvtx.range_pop()
     return {"op": "output", "copied": copied, "layout": layout, **timing}
-
-
-def _fence_phase(channel: Channel, timer: Any):
-    """Before the import: the parent's fence flags and its null calls (see the protocol above); the
-    flags, or None where the parent does not fence."""
-    import torch
-
-    from harness.worker.shared_memory import DONE, GATE, Buffer, StreamFlags
-
-    channel.send({"op": "fence-ready"})
-    flags = None
-    torch.cuda.synchronize()
-    while True:
-        msg, fds = channel.recv(want_fds=True)
-        op = msg.get("op")
-        if op == "fence" and fds:
-            buffer = Buffer(int(msg["nbytes"]), "cuda", fds[0])
-            buffer.close_fd()
-            flags = StreamFlags(buffer)
-        elif op == "null" and flags is not None:  # the hand-over, and any of a call's own steps: GATE, then DONE
-            _null_call(flags, int(msg["seq"]), msg.get("steps") or (), int(msg.get("nbytes") or 0), timer)
-            channel.send({"op": "enqueued"})
-        elif op == "import":
-            return flags
-
-
-NULL_STEPS = ("events", "kernel", "copy")  # what a null call may do between GATE and DONE
-
-
-def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> None:
-    """A null call: GATE, then the named steps a fenced call's side has besides the submission's own
-    work (its two events; one kernel's launch, a one-element add; a copy of `nbytes` like the output's
-    into the slot), then DONE. Each step ran once before, outside the fence: a kernel's first launch
-    loads its module, which would wait for the device while the stream waits on GATE."""
-    import torch
-
-    from harness.worker.shared_memory import DONE, GATE
-
-    if any(step not in NULL_STEPS for step in steps):
-        raise ValueError(f"unknown null-call step in {list(steps)}")
-    stream = torch.cuda.current_stream()
-    one = torch.zeros(1, device="cuda")
-    source, target = (torch.zeros(max(1, nbytes), dtype=torch.uint8, device="cuda") for _ in range(2))
-    for warm in (True, False):
-        if not warm:
-            flags.wait(stream, GATE, seq)
-        if "events" in steps:
-            begin, end = timer._event(enable_timing=True), timer._event(enable_timing=True)
-            timer._record(begin)
-        if "kernel" in steps:
-            one.add_(1)
-        if "events" in steps:
-            timer._record(end)
-        if "copy" in steps:
-            target.copy_(source)
-        if warm:
-            torch.cuda.synchronize()
-    flags.write(stream, DONE, seq)
-    _null_call.keep = (one, source, target)  # alive until the stream has run them
 
 
 def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
