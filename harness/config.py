@@ -16,7 +16,6 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
-from harness.results import CPU_TIMING  # (what a CPU run's results say times them)
 from harness.timing import FLOOR_FACTOR
 
 if TYPE_CHECKING:
@@ -97,47 +96,6 @@ class RunConfig:
     replay: Optional[str] = None       # the bundle replayed
     replay_notes: tuple[str, ...] = ()  # what the replay runs (bundle.replay_args)
     replayed: tuple[dict[str, Any], ...] = ()  # the bundle's result rows, compared with the replay's
-
-    def context(self):
-        """The engine's RunContext for this configuration, in this process: the task loaded, the
-        device detected, how timed calls are measured, the GPU's gauges."""
-        from harness.device import detect
-        from harness.task.problem import configured, load_problem
-
-        problem = configured(load_problem(self.task), self.check, self.budget, self.timeout)
-        if self.cases is not None:
-            cases = [dict(c) for c in self.cases]
-            cpu = dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases)
-            spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases, cpu=cpu)
-            problem = dataclasses.replace(problem, spec=spec)
-        fence = self.fence_plan()  # (before this process's first CUDA context: an MPS client from the start)
-        device = detect(self.device)
-        if not device.is_gpu:
-            fence = CPU_TIMING
-        elif device.vendor != "nvidia" and fence == "fenced":
-            fence = f"unverified: no fence on {device.vendor} GPUs yet (the worker's own events)"
-        return RunContext(problem, device, self, fence=fence, watch=self.watch(device))
-
-    def watch(self, device):
-        """The GPU's gauges around benchmark cases (harness/parent/gpuwatch.py), for timed modes on a GPU."""
-        from harness.parent.gpuwatch import open_watch
-
-        timed = self.mode in ("benchmark", "leaderboard")
-        return open_watch(device.vendor, device.is_gpu) if timed else None
-
-    def fence_plan(self) -> str:
-        """"fenced" where timed GPU calls will be measured by the parent (its MPS daemon started
-        now, harness/parent/mps.py), else "unverified: why" (one line, shown and stored with the results)."""
-        if self.mode not in ("benchmark", "leaderboard"):
-            return "unverified: no timed calls"
-        if self.device == "cpu":
-            return CPU_TIMING
-        if self.no_audit:
-            return "unverified: --no-audit (the worker's own events)"
-        from harness.parent import mps
-
-        why = mps.start()
-        return "fenced" if why is None else f"unverified: {why} (the worker's own events)"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ from harness.ties import rank_labels, score, score_interval, tie_groups
 from harness.timing import Stats
 
 
-# What times a CPU run's calls, as its results say (a prefix: RunConfig.context may add to it).
+# What times a CPU run's calls, as its results say (a prefix: harness/parent/context.py may add to it).
 CPU_TIMING = "unverified: CPU (the parent's clock around each call; Triton kernels in its interpreter)"
 
 @dataclasses.dataclass

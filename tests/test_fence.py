@@ -244,7 +244,7 @@ def test_a_census_kept_waiting_for_its_sms_rejects_the_call(census_s, rejected):
 
 def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, monkeypatch):
     """A GPU Ray task is timed as any evaluator: the task's own process plans the fence (starting an
-    MPS daemon on its node before any CUDA context: RunConfig.context -> fence_plan) and quits that
+    MPS daemon on its node before any CUDA context: run_context -> fence_plan, harness/parent/context.py) and quits that
     daemon when it ends, whatever the evaluation did."""
     from harness.parent import engine, mps, ray_backend
     from harness.config import RunConfig
@@ -253,7 +253,9 @@ def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, 
     events = []
     monkeypatch.setattr(mps, "start", lambda: events.append("start") or None)
     monkeypatch.setattr(mps, "stop", lambda: events.append("stop"))
-    monkeypatch.setattr(RunConfig, "context", lambda self: events.append(("plan", self.fence_plan())) or "ctx")
+    from harness.parent import context
+
+    monkeypatch.setattr(context, "run_context", lambda config: events.append(("plan", context.fence_plan(config))) or "ctx")
 
     def evaluate(path, ctx, mode):
         events.append("evaluate")

@@ -102,13 +102,14 @@ def run(config: RunConfig, store: Store, problem: Problem, submissions: list[Pat
     worker, started before this process imported torch (or None)."""
     from harness import report
     from harness.device import versions
+    from harness.parent.context import run_context
     from harness.task.selftest import lax_check
 
     _run_banner(config, problem, device, len(submissions))
     sandboxed = _sandbox_line(config.sandbox)
     _import_parent_modules(config)
 
-    ctx = _for_evaluators(config, _bandwidth(store, device)).context()
+    ctx = run_context(_for_evaluators(config, _bandwidth(store, device)))
     for line in config.replay_notes:
         report.err_console.print(f"replay: {report.escape(line)}", highlight=False)
     if config.energy and config.mode in ("benchmark", "leaderboard") \
@@ -147,10 +148,11 @@ def run_popcorn(config: RunConfig, submission: Path, device: DeviceInfo, out: IO
     passed."""
     from harness.cli import popcorn
     from harness.device import measure_copy_bandwidth
+    from harness.parent.context import run_context
     from harness.parent.engine import evaluate
 
     config = _for_evaluators(config, measure_copy_bandwidth() if device.is_gpu else None)
-    result = contained(submission, lambda: evaluate(submission, config.context(), config.mode))
+    result = contained(submission, lambda: evaluate(submission, run_context(config), config.mode))
     return popcorn.write_result(out, config.mode, result)
 
 

@@ -90,8 +90,9 @@ def _evaluator_main(conn: Any, config: RunConfig, env: dict[str, str]) -> None:
     tempfile.tempdir = None  # read again from TMPDIR: the slot's folder
     from harness.device import CONTEXT_LOST, context_ok
     from harness.parent.engine import evaluate
+    from harness.parent.context import run_context
 
-    ctx = config.context()
+    ctx = run_context(config)
     conn.send(("ready", os.getpid()))
     while True:
         try:

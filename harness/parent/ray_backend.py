@@ -40,6 +40,7 @@ def _job(config: RunConfig, files: dict[str, bytes], name: str) -> Any:
     """Runs on a Ray worker: unpack the files, evaluate one submission, return its result."""
     from harness.parent import mps
     from harness.parent.engine import evaluate
+    from harness.parent.context import run_context
 
     try:
         with tempfile.TemporaryDirectory(prefix="mla-eval-") as tmp:
@@ -49,7 +50,7 @@ def _job(config: RunConfig, files: dict[str, bytes], name: str) -> Any:
                 (folder / rel).write_bytes(content)
             local = dataclasses.replace(config, task=str(folder / "task" / files_task(files)),
                                         logs=str(folder / "logs"))
-            result = evaluate(folder / "submission" / name, local.context(), config.mode)
+            result = evaluate(folder / "submission" / name, run_context(local), config.mode)
             log = Path(result.log)
             result.log = log.read_text(errors="replace")[-4000:] if log.exists() else ""  # the folder goes away
             return result

@@ -1,0 +1,51 @@
+"""A run's context in this process, from its configuration (harness/config.py): the task loaded, the
+device detected, the run's MPS daemon started where timed GPU calls will be fenced, the GPU's gauges."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from harness.config import RunConfig, RunContext
+from harness.device import detect
+from harness.parent import mps
+from harness.parent.gpuwatch import open_watch
+from harness.results import CPU_TIMING
+from harness.task.problem import configured, load_problem
+
+
+def run_context(config: RunConfig) -> RunContext:
+    """The engine's RunContext for this configuration, in this process: the task loaded, the
+    device detected, how timed calls are measured, the GPU's gauges."""
+    problem = configured(load_problem(config.task), config.check, config.budget, config.timeout)
+    if config.cases is not None:
+        cases = [dict(c) for c in config.cases]
+        cpu = dataclasses.replace(problem.spec.cpu, tests=cases, benchmarks=cases)
+        spec = dataclasses.replace(problem.spec, tests=cases, benchmarks=cases, cpu=cpu)
+        problem = dataclasses.replace(problem, spec=spec)
+    fence = fence_plan(config)  # (before this process's first CUDA context: an MPS client from the start)
+    device = detect(config.device)
+    if not device.is_gpu:
+        fence = CPU_TIMING
+    elif device.vendor != "nvidia" and fence == "fenced":
+        fence = f"unverified: no fence on {device.vendor} GPUs yet (the worker's own events)"
+    return RunContext(problem, device, config, fence=fence, watch=_watch(config, device))
+
+
+def _watch(config: RunConfig, device: Any) -> Any:
+    """The GPU's gauges around benchmark cases (harness/parent/gpuwatch.py), for timed modes on a GPU."""
+    timed = config.mode in ("benchmark", "leaderboard")
+    return open_watch(device.vendor, device.is_gpu) if timed else None
+
+
+def fence_plan(config: RunConfig) -> str:
+    """"fenced" where timed GPU calls will be measured by the parent (its MPS daemon started
+    now, harness/parent/mps.py), else "unverified: why" (one line, shown and stored with the results)."""
+    if config.mode not in ("benchmark", "leaderboard"):
+        return "unverified: no timed calls"
+    if config.device == "cpu":
+        return CPU_TIMING
+    if config.no_audit:
+        return "unverified: --no-audit (the worker's own events)"
+    why = mps.start()
+    return "fenced" if why is None else f"unverified: {why} (the worker's own events)"
