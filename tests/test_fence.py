@@ -289,3 +289,45 @@ def test_a_diagnostic_call_in_a_fenced_run_finds_its_inputs_in_place(monkeypatch
     with pytest.raises(Asked):
         box.call(timed=True, timeout=5, refill=lambda: events.append("refill"), method="isolated")
     assert events[-3:] == ["refill", "sync", ("send", "isolated")]
+
+
+def test_the_fence_subtracts_its_median_null_call_and_holds_each_call_to_its_fastest(monkeypatch):
+    """calibrate: the cost is the line through each size's median null call (with one kernel), the
+    least cost the line through the fastest; the copy's cost is the same calls with a copy, less
+    those without. A copy series that fails leaves the fence (and its cost) as it was."""
+    from harness.parent import fence as fence_module
+
+    fence = object.__new__(fence_module.Fence)
+    fence._warm = lambda: None
+    small, large = fence_module.CALIBRATION_BYTES
+    spread = [0.0] * 4 + [1e-6, 2e-6, 3e-6, 4e-6, 5e-6]  # (the first four are dropped)
+    base = {small: 20e-6, large: 24e-6}
+    asked = []
+
+    def series(null_call, nbytes, steps, calls):
+        asked.append(tuple(steps))
+        if "copy" in steps and fail_copy:
+            raise fence_module.FenceError("a null call did not signal within 10 s")
+        return [base[nbytes] + t + (3e-6 if "copy" in steps else 0.0) for t in spread]
+
+    monkeypatch.setattr(fence, "null_series", series, raising=False)
+    for fail_copy in (False, True):
+        fence.calibrate(lambda *a: None)
+        assert asked[0] == fence_module.NULL_STEPS == ("kernel",)
+        assert fence.cost_s(small) == pytest.approx(23e-6) and fence.cost_s(large) == pytest.approx(27e-6)
+        assert fence.cost_s(small, least=True) == pytest.approx(21e-6)
+        if fail_copy:
+            assert fence.copy_cost is None and fence.copy_s(1 << 16) is None
+        else:
+            assert fence.copy_s(1 << 20) == pytest.approx(3e-6)
+
+
+def test_a_fenced_call_is_checked_at_the_least_it_took():
+    """The sign and the floor are checked on `least_s` (the reading less the fastest null call), so a
+    call a little faster than the median hand-over is not rejected, and one below the floor still is."""
+    from harness.timing import timing_problem
+
+    assert timing_problem(CallTiming(1e-6, 0.0, 0.0, (), least_s=3e-6), floor_s=2e-6) is None
+    assert "below the physical floor" in timing_problem(CallTiming(5e-6, 0.0, 0.0, (), least_s=1e-6), floor_s=2e-6)
+    assert "impossible time measured" in timing_problem(CallTiming(5e-6, 0.0, 0.0, (), least_s=-1e-6), floor_s=None)
+    assert "reported by the worker" in timing_problem(CallTiming(-1e-6, 0.0, 0.0, ()), floor_s=None)
