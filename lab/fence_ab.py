@@ -4,7 +4,9 @@ worker's calibrated fence cost and, at the end, how long the census took from it
 block counted in (fence.CENSUS_MAX_S is the limit), over the null calls and over every timed call.
 The rest of the command line is eval.py's.
 With --null-steps, each worker also runs null calls doing each of a fenced call's own steps (its
-events, one kernel, the output's copy; harness/worker/fence_side.py NULL_STEPS) and prints their intervals.
+events, one kernel or fifty, the output's copy; harness/worker/fence_side.py NULL_STEPS) and prints
+their intervals: fifty kernels less one, over 49, is what each further kernel of a call costs under
+the fence (against CUPTI's gaps between a many-kernel call's kernels, lab/cupti_compare.py).
 Usage: python3 lab/fence_ab.py [--census mid|gate|off] [--keep-view] [--null-steps] -- EVAL_ARGS...
 """
 import argparse
@@ -19,7 +21,7 @@ from harness.api import fence, launch  # noqa: E402
 from harness.api import main  # noqa: E402
 
 
-STEP_SETS = ((), ("events",), ("kernel",), ("events", "kernel"), ("events", "kernel", "copy"))
+STEP_SETS = ((), ("events",), ("kernel",), ("kernels",), ("events", "kernel"), ("events", "kernel", "copy"))
 
 
 def patch(census: str, keep_view: bool, null_steps: bool = False) -> None:

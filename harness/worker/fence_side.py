@@ -38,13 +38,14 @@ def fence_phase(channel: Channel, timer: Any):
             return flags
 
 
-NULL_STEPS = ("events", "kernel", "copy")  # what a null call may do between GATE and DONE
+NULL_STEPS = ("events", "kernel", "kernels", "copy")  # what a null call may do between GATE and DONE
+KERNELS = 50  # the one-element adds of the "kernels" step (what each further kernel of a call costs)
 
 
 def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> None:
     """A null call: GATE, then the named steps a fenced call's side has besides the submission's own
-    work (its two events; one kernel's launch, a one-element add; a copy of `nbytes` like the output's
-    into the slot), then DONE. Each step ran once before, outside the fence: a kernel's first launch
+    work (its two events; one kernel's launch, a one-element add, or KERNELS of them; a copy of
+    `nbytes` like the output's into the slot), then DONE. Each step ran once before, outside the fence: a kernel's first launch
     loads its module, which would wait for the device while the stream waits on GATE."""
     import torch
 
@@ -61,7 +62,7 @@ def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> Non
         if "events" in steps:
             begin, end = timer._event(enable_timing=True), timer._event(enable_timing=True)
             timer._record(begin)
-        if "kernel" in steps:
+        for _ in range(1 if "kernel" in steps else KERNELS if "kernels" in steps else 0):
             one.add_(1)
         if "events" in steps:
             timer._record(end)
