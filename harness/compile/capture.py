@@ -177,7 +177,7 @@ def _target_stage_main() -> int:
 def _compile_stage_main() -> int:
     """The compile process, for launches captured on the CPU: reads {submission, launches, targets}
     on stdin, imports the submission without the interpreter and writes each row on stdout as a
-    line of JSON as it is done (_compile_all; tools/plan_compile.py reads them too)."""
+    line of JSON as it is done (_compile_all; lab/plan_compile.py reads them too)."""
     payload = json.loads(sys.stdin.read())
     report = _claim_stdout()
 
