@@ -1,9 +1,9 @@
 """A run's configuration: one frozen, picklable value, built once from the command line (harness/cli/flags.py
 `configuration`, a --replay bundle's flags and files included), that the CLI, the sequential loop, the
 pool's evaluators, Ray tasks and popcorn all take as it is; what a run learns later (the parsed --shape
-cases, the bandwidth) goes in a copy (`dataclasses.replace`). `context()` turns it into the engine's
-RunContext (the configuration with the loaded task, the detected device, what times calls) in whichever
-process evaluates.
+cases, the bandwidth) goes in a copy (`dataclasses.replace`). harness/parent/context.py turns it into
+the engine's RunContext (the configuration with the loaded task, the detected device, what times calls)
+in whichever process evaluates.
 """
 
 from __future__ import annotations
