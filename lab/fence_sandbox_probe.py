@@ -44,7 +44,7 @@ if mode == "events":
         if m["work"]: buf.zero_()
         done.record(s); send({"op": "enqueued"})
 else:
-    from harness.api import Buffer
+    from harness.worker.shared_memory import Buffer  # (in the sandbox: the worker side only)
     m = recv()
     lib = ctypes.CDLL("libcuda.so.1")
     wait = getattr(lib, "cuStreamWaitValue32_v2"); write = getattr(lib, "cuStreamWriteValue32_v2")

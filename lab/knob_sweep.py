@@ -2,7 +2,7 @@
 
 Each (file, configuration) pair loads the file afresh, overrides the named module constants,
 checks the output of one call against the task's check, then times calls the way the harness
-does (`harness.timing.CallTimer`: L2 flushed, launches hidden, events around one call). Several
+does (`harness.worker.timer.CallTimer`: L2 flushed, launches hidden, events around one call). Several
 files compare variants of a kernel; the registers and spills of their compiled Triton kernels
 are printed beside the times.
 

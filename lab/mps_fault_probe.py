@@ -29,7 +29,7 @@ CLIENT = textwrap.dedent(r"""
         torch.cuda._sleep(4_000_000_000)   # ~2 s of GPU time; the driver kills this process meanwhile
         time.sleep(30)
     elif role == "fault":
-        from harness.api import _call
+        from harness.api import driver_call as _call
         ptx = b".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry wild()\n{\n .reg .b64 %rd<2>;\n mov.u64 %rd1, 8;\n st.global.u32 [%rd1], 1;\n ret;\n}\n"
         mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
         _call("ModuleLoadData", ctypes.byref(mod), ctypes.c_char_p(ptx))

@@ -77,3 +77,16 @@ def test_timer_a_workers_reply_never_becomes_the_parents_cpu_time():
                                    "layout": {"shape": [2], "dtype": "float32", "device": "cpu"}}
     _, timing = box.call(timed=True, timeout=5)
     assert timing.device_s >= 0.002  # the parent's wall clock, not the forged nanosecond
+
+
+def test_worker_modules_do_not_stand_in_for_a_submissions_imports(tmp_path):
+    """The worker runs as a script from harness/worker/, whose modules (profiled, timer, channel, ...)
+    must not shadow the standard library's or a package's for the submission: `import cProfile`
+    (what torch.compile's stack imports) needs the standard `profile`, and there is no `timer`."""
+    from conftest import ROOT, cli
+
+    code = (ROOT / "submissions" / "torch_loop.py").read_text()
+    probe = tmp_path / "imports_profile.py"
+    probe.write_text(code + "\n\nimport cProfile, profile  # noqa: E401\nassert hasattr(profile, 'run')\n"
+                     "try:\n    import timer\nexcept ImportError:\n    pass\nelse:\n    raise AssertionError('harness/worker/timer.py was importable as timer')\n")
+    assert cli(tmp_path, "--mode", "test", "--sandbox", "off", "--submission", str(probe)) == 0

@@ -263,7 +263,7 @@ def test_vendor_profiler_commands_and_messages(monkeypatch, tmp_path):
 
 
 def test_vendor_profile_child_makes_one_call(capsys):
-    from harness.worker.profile import main as profile_one
+    from harness.worker.profiled import main as profile_one
 
     assert profile_one(["--task", str(ROOT / "task.yml"), "--submission", str(ROOT / "submissions" / "torch_loop.py"),
                         "--case", "0", "--small"]) == 0

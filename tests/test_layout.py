@@ -26,7 +26,7 @@ TOP_LEVEL = {"__init__", "api", "config", "results", "timing", "ties", "device"}
 FOLDERS = {"worker", "compile", "parent", "task", "report", "cli"}
 # The processes that run a submission's code: their entry files, and every harness module they
 # import (followed) stay off the parent's side. The worker's own loop imports only the worker side.
-CHILD_ENTRIES = ("harness/worker/__main__.py", "harness/worker/profile.py", "harness/compile/capture.py")
+CHILD_ENTRIES = ("harness/worker/__main__.py", "harness/worker/profiled.py", "harness/compile/capture.py")
 TRUSTED = ("harness.parent", "harness.cli", "harness.report", "harness.api")
 
 

@@ -1,6 +1,6 @@
 """One timed call of one case under the vendor's profiler: Nsight Compute (NVIDIA) or rocprof (AMD).
 
-`run_vendor_profiler` starts `python -m harness.worker.profile ...` under the tool. That child
+`run_vendor_profiler` starts `python -m harness.worker.profiled ...` under the tool. That child
 prepares the case, warms the submission up (compilation stays out of the report), then makes
 exactly one call inside a profiler range (`cudaProfilerStart/Stop`, which `ncu --profile-from-start
 off` honours). This is a diagnostic: no verdict or ranking comes from it, so the submission runs
@@ -73,7 +73,7 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
 
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / f"{submission.stem}.case{case_index}"
-    child = [sys.executable, "-m", "harness.worker.profile", "--task", str(Path(task).resolve()), "--submission",
+    child = [sys.executable, "-m", "harness.worker.profiled", "--task", str(Path(task).resolve()), "--submission",
              str(Path(submission).resolve()), "--case", str(case_index)]  # (its working folder is its scratch)
     sandboxed = use_sandbox(sandbox)
     with worker_folder("mla-eval-profile-") as scratch, worker_folder("mla-eval-profile-out-") as outside:
@@ -82,7 +82,7 @@ def run_vendor_profiler(tool: str, vendor: str, task: Path, submission: Path, ca
         box = None
         if sandboxed:  # the profiler too: across the sandbox's PID namespace ncu is ~10x slower per kernel
             box = bwrap_command(find_bwrap(), submission, private, scratch=Path(scratch),
-                                tools=command[:1], **child_view(Path(__file__).parents[1] / "worker" / "profile.py", task))
+                                tools=command[:1], **child_view(Path(__file__).parents[1] / "worker" / "profiled.py", task))
             command = box + command
         code, out, _, err = run_captured(command, child_env(), Path(scratch), Path(outside), None, LOG_LIMIT,
                                          file_limit=TMPFS_LIMIT, box=box)  # (a profiler's report may be large)

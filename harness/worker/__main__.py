@@ -2,6 +2,11 @@ import os
 import resource
 import sys
 
+# Run as a script, Python put this folder first on the import path: its modules (channel, compat,
+# loop, timer, ...) would stand in for any top-level module of those names the submission imports.
+if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
 # Under the audit's profiler the sandbox's file-size cap is the profiler's (its temporary report
 # in the private /tmp can pass the worker's cap); the worker takes its own cap back here, before any
 # submission code runs (harness/parent/launch.py, start_worker).

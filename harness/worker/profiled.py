@@ -14,7 +14,7 @@ WARMUP_CALLS = 2
 
 def main(argv: list[str] | None = None) -> int:
     """The profiled process: one case, warm-up, then exactly one call inside the profiler range."""
-    parser = argparse.ArgumentParser(prog="python -m harness.worker.profile")
+    parser = argparse.ArgumentParser(prog="python -m harness.worker.profiled")
     parser.add_argument("--task", required=True)
     parser.add_argument("--submission", required=True)
     parser.add_argument("--case", type=int, default=0)
