@@ -45,8 +45,9 @@ KERNELS = 50  # the one-element adds of the "kernels" step (what each further ke
 def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> None:
     """A null call: GATE, then the named steps a fenced call's side has besides the submission's own
     work (its two events; one kernel's launch, a one-element add, or KERNELS of them; a copy of
-    `nbytes` like the output's into the slot), then DONE. Each step ran once before, outside the fence: a kernel's first launch
-    loads its module, which would wait for the device while the stream waits on GATE."""
+    `nbytes` like the output's into the slot), then DONE. Each step ran once before, outside the
+    fence: a kernel's first launch loads its module, which would wait for the device while the
+    stream waits on GATE."""
     import torch
 
     from harness.worker.shared_memory import DONE, GATE
@@ -55,7 +56,8 @@ def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> Non
         raise ValueError(f"unknown null-call step in {list(steps)}")
     stream = torch.cuda.current_stream()
     one = torch.zeros(1, device="cuda")
-    source, target = (torch.zeros(max(1, nbytes), dtype=torch.uint8, device="cuda") for _ in range(2))
+    copy = "copy" in steps  # (its buffers made only for a null call that copies)
+    source, target = (torch.zeros(max(1, nbytes), dtype=torch.uint8, device="cuda") if copy else None for _ in range(2))
     for warm in (True, False):
         if not warm:
             flags.wait(stream, GATE, seq)
@@ -66,7 +68,7 @@ def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> Non
             one.add_(1)
         if "events" in steps:
             timer._record(end)
-        if "copy" in steps:
+        if copy:
             target.copy_(source)
         if warm:
             torch.cuda.synchronize()
