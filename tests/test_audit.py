@@ -195,7 +195,7 @@ def test_the_audit_worker_gets_the_timed_workers_kernels_from_sandbox_to_sandbox
     Triton cache into the audit worker's, from sandbox to sandbox; the report lies beside the
     scratch folder, where the worker cannot write."""
     import harness.parent.audit as audit
-    from harness.parent.engine import RunContext
+    from harness.config import RunContext
     from harness.config import RunConfig
     from harness.parent.sandbox import Sandbox
 

@@ -4,7 +4,8 @@ Triton's interpreter), so CI exercises their real code paths."""
 import pytest
 from conftest import ROOT, TRITON_KERNELS, load_submission
 
-from harness.parent.engine import RunContext, evaluate
+from harness.config import RunContext
+from harness.parent.engine import evaluate
 from harness.config import RunConfig
 from harness.task.problem import load_problem
 

@@ -58,7 +58,8 @@ def test_the_competition_task_passes_what_the_competition_passed(cpu, tmp_path, 
     the competition's check allows)."""
     import dataclasses
 
-    from harness.parent.engine import RunContext, evaluate
+    from harness.config import RunContext
+    from harness.parent.engine import evaluate
     from harness.config import RunConfig
     from harness.task.problem import load_problem
     from harness.task.spec import Timeouts

@@ -229,7 +229,8 @@ def test_the_engine_flags_a_case_whose_clock_fell_and_measures_its_energy(proble
 
     from conftest import gpu_case_inputs
 
-    from harness.parent.engine import PhaseClock, _benchmark_case
+    from harness.parent.case import PhaseClock
+    from harness.parent.engine import _benchmark_case
     from harness.timing import CallTiming
     from harness.task.verdict import Verdict
 

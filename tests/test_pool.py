@@ -8,7 +8,8 @@ import pytest
 
 from conftest import ROOT, ZOO, cli, log_of
 
-from harness.parent.engine import RunContext, evaluate
+from harness.config import RunContext
+from harness.parent.engine import evaluate
 from harness.config import RunConfig
 from harness.parent.pool import evaluate_parallel, slot_envs
 

@@ -26,9 +26,8 @@ from harness.cli.flags import shared_paths  # noqa: E402
 from harness.cli.run_parallel import evaluate_parallel, parallel, pool_plan  # noqa: E402
 
 if TYPE_CHECKING:
-    from harness.config import RunConfig
+    from harness.config import RunConfig, RunContext
     from harness.device import DeviceInfo
-    from harness.parent.case import RunContext
     from harness.task.problem import Problem
     from harness.results import SubmissionResult
     from harness.report.store import Store

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Optional
 from harness.parent.launch import OPEN_FOLDER
 
 if TYPE_CHECKING:
-    from harness.parent.case import PhaseClock, RunContext
+    from harness.config import RunContext
+    from harness.parent.case import PhaseClock
     from harness.parent.launch import WorkerProcess
     from harness.results import SubmissionResult
     from harness.parent.sandbox import Sandbox

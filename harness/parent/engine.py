@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.parent import audit
-from harness.parent.case import CaseInputs, PhaseClock, RunContext, case_result
+from harness.config import RunContext
+from harness.parent.case import CaseInputs, PhaseClock, case_result
 from harness.device import release_cached
 from harness.parent.energy import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.parent.launch import WorkerProcess, log_path
@@ -27,9 +28,6 @@ from harness.parent.sandbox import Sandbox, WorkerFailure
 from harness.parent.scan import SourceError, declared_variant, read_source, scan
 from harness.task.spec import Case
 from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize, tail_problem
-
-__all__ = ["FENCED", "PhaseClock", "RunContext", "evaluate", "plan"]  # (RunContext: config.py; PhaseClock: case.py)
-
 
 FENCED = "verified: the parent's clock, fenced around each call"
 
