@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, cli, processes_with
 
-from harness.parent.engine import RunContext, evaluate
+from harness.config import RunContext
+
+from harness.parent.engine import evaluate
 from harness.config import RunConfig
 from harness.parent.launch import sandbox_problem
 from harness.report.store import Store

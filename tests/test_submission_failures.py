@@ -6,7 +6,9 @@ import dataclasses
 import pytest
 from conftest import ROOT, ZOO, log_of
 
-from harness.parent.engine import RunContext, evaluate
+from harness.config import RunContext
+
+from harness.parent.engine import evaluate
 from harness.config import RunConfig
 
 pytestmark = pytest.mark.slow  # one worker per broken submission: end to end

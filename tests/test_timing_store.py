@@ -106,7 +106,8 @@ def test_phase_breakdown_is_recorded_shown_and_exported(problem, cpu, tmp_path):
     import json
 
     from conftest import ROOT
-    from harness.parent.engine import RunContext, evaluate
+    from harness.config import RunContext
+    from harness.parent.engine import evaluate
     from harness.config import RunConfig
     from harness.report import phase_line, write_exports
 
@@ -301,7 +302,9 @@ class _ScriptedCalls:
 def test_a_median_tail_is_confirmed_on_more_calls_before_it_rejects(problem, cpu, tmp_path, tails, ok, runs):
     import dataclasses
 
-    from harness.parent.engine import RunContext, _benchmark_case
+    from harness.config import RunContext
+
+    from harness.parent.engine import _benchmark_case
     from harness.config import RunConfig
     from harness.task.spec import Timing
 
@@ -462,9 +465,8 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
     import torch
 
     from harness.parent import case as case_module
-    from harness.parent import engine, sandbox
-    from harness.parent.engine import RunContext
-    from harness.config import RunConfig
+    from harness.config import RunConfig, RunContext
+    from harness.parent import sandbox
     from harness.task.verdict import tensors
 
     events = []
@@ -476,7 +478,7 @@ def test_the_cpus_refill_runs_inside_the_calls_time(problem, cpu, tmp_path, monk
     box._send = lambda msg, fds=(): events.append(msg["op"])
     case = problem.spec.cases("benchmark", small=True)[0]
     ctx = RunContext(problem, cpu, RunConfig(small=True, logs=str(tmp_path)))
-    inputs = case_module.CaseInputs(ctx, case, engine.PhaseClock({}))
+    inputs = case_module.CaseInputs(ctx, case, case_module.PhaseClock({}))
     shape, dtype = inputs.layout
     inputs.box = box
     inputs.data = problem.generate(case.args, case.seed ^ 1, cpu.torch_device)   # stands in for the shared copy
@@ -524,7 +526,6 @@ def test_a_gpu_cases_launch_bound_calls_reach_its_result_and_warning(problem):
     launch_bound_calls) and, on a GPU, counts them in the slow-calls warning. A fake worker
     reports the calls, so the CPU runs the engine's own code with GPU flags."""
     import dataclasses
-    import types
 
     from harness.parent.engine import _benchmark_case
     from harness.report import export_rows
@@ -559,7 +560,9 @@ def test_diagnostics_time_extra_calls_the_competitions_way_and_isolated_beside_t
     here the engine is made to take them on the CPU.)"""
     import dataclasses as dc
 
-    from harness.parent.engine import DIAGNOSTIC_CALLS, RunContext, evaluate
+    from harness.config import RunContext
+
+    from harness.parent.engine import DIAGNOSTIC_CALLS, evaluate
     from harness.config import RunConfig
     from harness.report import export_rows
 
