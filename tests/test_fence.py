@@ -331,3 +331,16 @@ def test_a_fenced_call_is_checked_at_the_least_it_took():
     assert "below the physical floor" in timing_problem(CallTiming(5e-6, 0.0, 0.0, (), least_s=1e-6), floor_s=2e-6)
     assert "impossible time measured" in timing_problem(CallTiming(5e-6, 0.0, 0.0, (), least_s=-1e-6), floor_s=None)
     assert "reported by the worker" in timing_problem(CallTiming(-1e-6, 0.0, 0.0, ()), floor_s=None)
+
+
+def test_a_fenced_worker_outside_the_sandbox_is_not_called_verified():
+    """Outside the sandbox an earlier file could have rewritten the worker-side harness (its null
+    calls, which calibrate the fence, included): the fence's numbers are then unverified."""
+    from harness.parent.engine import FENCED, _fenced_audit
+
+    box = types.SimpleNamespace(fence=object(), sandboxed=True, fence_note="fenced")
+    assert _fenced_audit(box) == FENCED
+    box.sandboxed = False
+    assert _fenced_audit(box).startswith("unverified: fenced, but the worker ran outside the sandbox")
+    box.fence, box.fence_note = None, "not fenced (a null call costs 300 µs)"
+    assert _fenced_audit(box) == "unverified: not fenced (a null call costs 300 µs) (the worker's own events)"
