@@ -62,7 +62,7 @@ def submission_work(path: str, case_index: int):
     from harness.api import compat, load_module, load_problem
 
     compat.install()
-    problem = load_problem(ROOT / "task.yml")
+    problem = load_problem(str(ROOT / "task.yml"))
     case = problem.spec.cases("benchmark", False)[case_index]
     data = problem.generate(case.args, case.seed, torch.device("cuda"))
     kernel = load_module(path, "probe_submission").custom_kernel
