@@ -29,17 +29,18 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 GATE, DONE = 0, 4
+SPIN = 6_000_000  # cycles of the spin before the work (~3 ms: longer than the host takes to launch it)
 
 
 class Flags:
-    def __init__(self) -> None:
+    def __init__(self, words: "torch.Tensor | None" = None) -> None:
         lib = ctypes.CDLL("libcuda.so.1")
         self._wait = getattr(lib, "cuStreamWaitValue32_v2", None) or lib.cuStreamWaitValue32
         self._write = getattr(lib, "cuStreamWriteValue32_v2", None) or lib.cuStreamWriteValue32
         for fn in (self._wait, self._write):
             fn.restype = ctypes.c_int
             fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-        self.words = torch.zeros(1024, dtype=torch.int32, device="cuda")
+        self.words = torch.zeros(1024, dtype=torch.int32, device="cuda") if words is None else words
         self.base = self.words.data_ptr()
 
     def wait(self, stream: torch.cuda.Stream, flag: int, value: int) -> None:
@@ -78,7 +79,7 @@ def measure(arrangement: str, work, reps: int, flags: Flags, seq0: int) -> tuple
         torch.cuda.synchronize()
         if arrangement in ("gated", "fenced"):
             with torch.cuda.stream(p):
-                torch.cuda._sleep(200_000)
+                torch.cuda._sleep(SPIN)
                 flags.write(p, GATE, seq)
                 if arrangement == "fenced":
                     flags.wait(p, DONE, seq)
@@ -87,7 +88,7 @@ def measure(arrangement: str, work, reps: int, flags: Flags, seq0: int) -> tuple
             if arrangement in ("gated", "fenced"):
                 flags.wait(w, GATE, seq)
             else:
-                torch.cuda._sleep(200_000)
+                torch.cuda._sleep(SPIN)
             if arrangement == "waiting":
                 with torch.cuda.stream(p):
                     flags.wait(p, DONE, seq)
@@ -104,13 +105,98 @@ def measure(arrangement: str, work, reps: int, flags: Flags, seq0: int) -> tuple
     return inner, outer, seq
 
 
+def child(conn, words, file: "str | None", case_index: int) -> None:
+    """The other process's side (--two-process): the work on its own stream, as the fence's worker."""
+    flags = Flags(words)
+    works = {"1 add": adds(1), "50 adds": adds(50)}
+    if file:
+        fn, label = submission_work(file, case_index)
+        works["file"] = fn
+    for work in works.values():
+        work()
+    torch.cuda.synchronize()
+    w = torch.cuda.Stream()
+    conn.send("up")
+    while True:
+        msg = conn.recv()
+        if msg[0] == "exit":
+            return
+        _, name, arrangement, seq = msg
+        e1, e2 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(w):
+            if arrangement == "alone":
+                torch.cuda._sleep(SPIN)
+            else:
+                flags.wait(w, GATE, seq)
+            e1.record(w)
+            works[name]()
+            e2.record(w)
+            flags.write(w, DONE, seq)
+        conn.send("enqueued")
+        conn.recv()
+        w.synchronize()
+        conn.send(e1.elapsed_time(e2) * 1e3)
+
+
+def two_process(args: argparse.Namespace) -> None:
+    """P here, W in a child process (two MPS clients, as the fence's parent and worker)."""
+    import torch.multiprocessing as mp
+
+    words = torch.zeros(1024, dtype=torch.int32, device="cuda")
+    flags = Flags(words)
+    ctx = mp.get_context("spawn")
+    conn, other = ctx.Pipe()
+    proc = ctx.Process(target=child, args=(other, words, args.file, args.case))
+    proc.start()
+    assert conn.recv() == "up"
+    p = torch.cuda.Stream()
+    names = ["1 add", "50 adds"] + (["file"] if args.file else [])
+    seq, table = 0, {}
+    print(f"{args.label} two processes, {torch.cuda.get_device_name()}: µs, median (min) over {args.reps} reps")
+    for name in names:
+        for arrangement in ("alone", "gated", "fenced"):
+            inner, outer = [], []
+            for rep in range(args.reps + 3):
+                seq += 1
+                conn.send(("call", name, arrangement, seq))
+                assert conn.recv() == "enqueued"
+                mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                with torch.cuda.stream(p):
+                    mid.record(p)
+                    if arrangement != "alone":
+                        flags.write(p, GATE, seq)
+                    if arrangement == "fenced":
+                        flags.wait(p, DONE, seq)
+                    end.record(p)
+                conn.send("sync")
+                took = conn.recv()
+                p.synchronize()
+                if rep >= 3:
+                    inner.append(took)
+                    if arrangement == "fenced":
+                        outer.append(mid.elapsed_time(end) * 1e3)
+            table[(name, arrangement)] = statistics.median(inner)
+            tail = f"  mid->end {statistics.median(outer):8.2f}" if outer else ""
+            print(f"{args.label} 2p {name:<12} {arrangement:<8} E1->E2 {statistics.median(inner):8.2f} "
+                  f"({min(inner):8.2f}){tail}")
+    for arrangement in ("alone", "gated", "fenced"):
+        per = (table[("50 adds", arrangement)] - table[("1 add", arrangement)]) / 49
+        print(f"{args.label} 2p per kernel {arrangement:<8} {per:6.3f} µs")
+    conn.send(("exit",))
+    proc.join(10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--file")
     parser.add_argument("--case", type=int, default=0)
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--label", default="")
+    parser.add_argument("--two-process", action="store_true", help="the work in a child process (two MPS clients)")
     args = parser.parse_args()
+    if args.two_process:
+        two_process(args)
+        return 0
     flags = Flags()
     works = [("1 add", adds(1)), ("50 adds", adds(50))]
     if args.file:
