@@ -50,6 +50,13 @@ class Flags:
         assert self._write(ctypes.c_void_p(stream.cuda_stream), self.base + flag, value, 0) == 0
 
 
+def blocking_stream() -> torch.cuda.ExternalStream:
+    lib = ctypes.CDLL("libcuda.so.1")
+    handle = ctypes.c_void_p()
+    assert lib.cuStreamCreate(ctypes.byref(handle), 0) == 0
+    return torch.cuda.ExternalStream(handle.value)
+
+
 def adds(n: int):
     one = torch.zeros(1, device="cuda")
 
@@ -105,7 +112,7 @@ def measure(arrangement: str, work, reps: int, flags: Flags, seq0: int) -> tuple
     return inner, outer, seq
 
 
-def child(conn, words, file: "str | None", case_index: int) -> None:
+def child(conn, words, file: "str | None", case_index: int, stream_kind: str) -> None:
     """The other process's side (--two-process): the work on its own stream, as the fence's worker."""
     flags = Flags(words)
     works = {"1 add": adds(1), "50 adds": adds(50)}
@@ -115,7 +122,8 @@ def child(conn, words, file: "str | None", case_index: int) -> None:
     for work in works.values():
         work()
     torch.cuda.synchronize()
-    w = torch.cuda.Stream()
+    w = (torch.cuda.current_stream() if stream_kind == "default" else torch.cuda.Stream() if stream_kind == "own"
+         else blocking_stream())
     conn.send("up")
     while True:
         msg = conn.recv()
@@ -146,13 +154,13 @@ def two_process(args: argparse.Namespace) -> None:
     flags = Flags(words)
     ctx = mp.get_context("spawn")
     conn, other = ctx.Pipe()
-    proc = ctx.Process(target=child, args=(other, words, args.file, args.case))
+    proc = ctx.Process(target=child, args=(other, words, args.file, args.case, args.child_stream))
     proc.start()
     assert conn.recv() == "up"
     p = torch.cuda.Stream()
     names = ["1 add", "50 adds"] + (["file"] if args.file else [])
     seq, table = 0, {}
-    print(f"{args.label} two processes, {torch.cuda.get_device_name()}: µs, median (min) over {args.reps} reps")
+    print(f"{args.label} two processes ({args.child_stream} stream), {torch.cuda.get_device_name()}: µs, median (min) over {args.reps} reps")
     for name in names:
         for arrangement in ("alone", "gated", "fenced"):
             inner, outer = [], []
@@ -193,6 +201,9 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--label", default="")
     parser.add_argument("--two-process", action="store_true", help="the work in a child process (two MPS clients)")
+    parser.add_argument("--child-stream", choices=("own", "default", "blocking"), default="own",
+                        help="the child's work on a torch stream (non-blocking), its legacy default stream, or "
+                             "a blocking stream of its own (cuStreamCreate, flags 0)")
     args = parser.parse_args()
     if args.two_process:
         two_process(args)

@@ -50,11 +50,20 @@ def _null_call(flags: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> Non
     stream waits on GATE."""
     import torch
 
-    from harness.worker.shared_memory import DONE, GATE
+    from harness.worker.shared_memory import call_stream
 
     if any(step not in NULL_STEPS for step in steps):
         raise ValueError(f"unknown null-call step in {list(steps)}")
-    stream = torch.cuda.current_stream()
+    stream = call_stream()  # (the stream a fenced call runs on: harness/worker/loop.py)
+    with torch.cuda.stream(stream):
+        _null_steps(flags, stream, seq, steps, nbytes, timer)
+
+
+def _null_steps(flags: Any, stream: Any, seq: int, steps: Any, nbytes: int, timer: Any) -> None:
+    import torch
+
+    from harness.worker.shared_memory import DONE, GATE
+
     one = torch.zeros(1, device="cuda")
     copy = "copy" in steps  # (its buffers made only for a null call that copies)
     source, target = (torch.zeros(max(1, nbytes), dtype=torch.uint8, device="cuda") if copy else None for _ in range(2))

@@ -146,6 +146,23 @@ def driver_call(name: str, *args: Any) -> None:
         raise SharedMemoryError(f"{prefix}{name} failed with error {code}")
 
 
+_CALL_STREAM: dict[str, Any] = {}
+
+
+def call_stream() -> "torch.cuda.Stream":
+    """The stream the worker's fenced calls and the fence's null calls run on: a blocking stream of
+    its own (cuStreamCreate, flags 0), made once. Not the legacy default stream: kernels there run
+    ~1 µs slower each while another process's stream waits on a flag (the parent's DONE), which no
+    CUPTI trace of the same call shows (H100 under MPS, BENCHMARKS.md). Blocking, so work a
+    submission launches on the legacy default stream (a raw extension's `<<<...>>>`) still orders
+    with it."""
+    if "stream" not in _CALL_STREAM:
+        handle = ctypes.c_void_p()
+        driver_call("StreamCreate", ctypes.byref(handle), 0)
+        _CALL_STREAM["stream"] = torch.cuda.ExternalStream(handle.value)
+    return _CALL_STREAM["stream"]
+
+
 class _GpuMapping:
     def __init__(self, nbytes: int, fd: Optional[int]):
         torch.empty(1, device="cuda")  # an allocation, no kernel: the primary context is current from here on
