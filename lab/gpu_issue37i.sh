@@ -1,0 +1,26 @@
+# Issue 37 on one GPU (~9 min): lab/gpu_issue37h.sh (the wait-cost probe, the fence's null calls and
+# multi_kernel against CUPTI), the one-file wall of triton_bf16 at the default budget, then two
+# back-to-back fenced leaderboards of the bundled Triton files and writes_into_slot at the default
+# budget (run-to-run agreement). Outputs packed into r37i.tgz (and r37h.tgz, r37f.tgz).
+# Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37i.sh
+source lab/h200_setup.sh
+S=/tmp/standalone; R=/tmp/r37i; mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+OUT=$OUT bash lab/gpu_issue37h.sh > $R/h.txt 2>&1
+echo "37h: exit $?"
+python3 lab/standalone.py $S tests/zoo_gpu/writes_into_slot.py > /dev/null
+wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
+LB="python3 eval.py --mode leaderboard --sandbox require --no-progress"
+t0=$(date +%s.%N)
+timeout 60 $LB --submission submissions/triton_bf16.py --json $R/one.json > $R/one.txt 2>&1
+echo "one-file leaderboard: exit $? at $(wall $t0) s"
+for run in 1 2; do
+  t0=$(date +%s.%N)
+  timeout 150 $LB --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
+    --submission submissions/triton_mxfp4.py --submission $S/writes_into_slot.py --logs $R/b$run \
+    --json $R/b$run.json > $R/b$run.txt 2>&1
+  echo "bundled run $run: exit $? at $(wall $t0) s"
+done
+tar czf "$OUT/r37i.tgz" -C /tmp r37i 2>/dev/null
+grep -v "^\[W" $R/h.txt | grep "2p \|two processes\|null steps\|fence cost\|ranked/kernel\|ranked +\|flag" | cut -c1-150
+python3 lab/issue37_table.py $R/b1.json $R/b2.json | cut -c1-200
