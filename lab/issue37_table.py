@@ -1,5 +1,6 @@
 """Prints, from leaderboard JSON exports: for the first two, each file's per-case ranked medians in
-both runs, their ratio and `slot copy µs` (run-to-run agreement); for the rest, one line per file:
+both runs, their ratio, `slot copy µs` and each run's subtracted fence cost (run-to-run agreement);
+for the rest, one line per file:
 passed or why not, its geomean beside the first file's (the honest control).
 Usage: python lab/issue37_table.py RUN1.json RUN2.json [ZOO.json ...]"""
 import json
@@ -19,7 +20,7 @@ def rows_of(path):
 
 def pair(a, b) -> None:
     worst = 0.0
-    print(f"{'file':22s} {'case':>7s} {'run 1':>8s} {'run 2':>8s} {'2/1':>6s} {'copy':>5s} {'events':>7s}")
+    print(f"{'file':22s} {'case':>7s} {'run 1':>8s} {'run 2':>8s} {'2/1':>6s} {'copy':>5s} {'events':>7s} {'fence 1':>7s} {'fence 2':>7s}")
     for name, rows in a.items():
         other = {r["case"]: r for r in b.get(name, []) if r.get("kind") == "benchmark"}
         for r in rows:
@@ -29,8 +30,9 @@ def pair(a, b) -> None:
             ratio = o["median_us"] / r["median_us"]
             worst = max(worst, abs(ratio - 1))
             copy = r.get("slot_copy_us")
+            fences = " ".join("      -" if x.get("fence_us") is None else f"{x['fence_us']:7.1f}" for x in (r, o))
             print(f"{name[:22]:22s} {r['case']:>7s} {r['median_us']:8.1f} {o['median_us']:8.1f} {ratio:6.3f} "
-                  f"{'-' if copy is None else f'{copy:5.1f}'} {r.get('kernel_us') or 0:7.1f}")
+                  f"{'-' if copy is None else f'{copy:5.1f}'} {r.get('kernel_us') or 0:7.1f} {fences}")
     print(f"largest run-to-run difference: {worst * 100:.1f}%")
 
 

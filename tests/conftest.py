@@ -94,8 +94,11 @@ def gpu_case_inputs(spec, call, fenced=False):
                                 graph=False, device=types.SimpleNamespace(is_gpu=True),
                                 timed_seeds=lambda case: (lambda: 1), watch=None, energy=False,
                                 diagnostics=False)
-    box = types.SimpleNamespace(fence=types.SimpleNamespace(copy_s=lambda nbytes: nbytes * 1e-12) if fenced else None)
+    box = types.SimpleNamespace(fence=types.SimpleNamespace(copy_s=lambda nbytes: nbytes * 1e-12,
+                                                            cost_s=lambda nbytes: 20e-6 + nbytes * 1e-12)
+                                if fenced else None)
     import torch
 
     return types.SimpleNamespace(ctx=ctx, case=spec.cases("benchmark")[0], box=box, pristine=None,
-                                 call=call, refill=lambda seed: None, layout=((4, 16, 512), torch.bfloat16))
+                                 call=call, refill=lambda seed: None, layout=((4, 16, 512), torch.bfloat16),
+                                 data=(torch.zeros(4, 16, 576, dtype=torch.bfloat16),))

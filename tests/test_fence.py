@@ -136,6 +136,10 @@ def test_the_engine_ranks_the_fences_numbers_and_keeps_the_workers_apart(problem
                          lambda args: "c", None)
     assert row["median_us"] == pytest.approx(50.0) and row["kernel_us"] == pytest.approx(0.05)
     assert row["slot_copy_us"] == pytest.approx(case.slot_copy_s * 1e6)
+    # what was subtracted: the fence's cost at the first input's (q) and the output's bytes together
+    first_bytes = inputs.data[0].numel() * inputs.data[0].element_size()
+    assert case.fence_s == pytest.approx(20e-6 + (first_bytes + 4 * 16 * 512 * 2) * 1e-12)
+    assert row["fence_us"] == pytest.approx(case.fence_s * 1e6)
     assert row["timing_verified"] is True
 
 

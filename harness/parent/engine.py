@@ -27,6 +27,7 @@ from harness.results import CaseResult, SubmissionResult
 from harness.parent.sandbox import Sandbox, WorkerFailure
 from harness.parent.scan import SourceError, declared_variant, read_source, scan
 from harness.task.spec import Case
+from harness.task.verdict import tensors
 from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize, tail_problem
 
 FENCED = "verified: the parent's clock, fenced around each call"
@@ -251,7 +252,7 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     device = summarize(calls.device)
     return case_result(case, True, calls.matched, device=device, host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
-                       kernel=summarize(calls.kernel) if calls.kernel else None, slot_copy_s=_slot_copy_s(inputs),
+                       kernel=summarize(calls.kernel) if calls.kernel else None, **_fence_figures(inputs),
                        tail=summarize(calls.tails),
                        bytes=moved, clocks=clocks, **energy, **diagnostics,
                        warnings=method_notes + noise_warnings(calls.device, device, elapsed, timing.max_seconds,
@@ -317,14 +318,18 @@ class _TimedCalls:
         return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)
 
 
-def _slot_copy_s(inputs: CaseInputs) -> Optional[float]:
-    """Fenced: what the output's copy into the slot costs inside the case's ranked time (the fence's
-    null calls), shown beside it; None unfenced."""
+def _fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
+    """Fenced, the fence's figures for the case's sizes: `slot_copy_s`, what the output's copy into the
+    slot costs inside the ranked time, and `fence_s`, what was subtracted from each reading (both
+    from the null calls); {} unfenced."""
     fence = inputs.box.fence
     if fence is None:
-        return None
+        return {}
     shape, dtype = inputs.layout
-    return fence.copy_s(math.prod(shape) * dtype.itemsize)
+    out_bytes = math.prod(shape) * dtype.itemsize
+    first = next(iter(tensors(inputs.data)))[1]
+    return {"slot_copy_s": fence.copy_s(out_bytes),
+            "fence_s": fence.cost_s(first.numel() * first.element_size() + out_bytes)}
 
 
 DIAGNOSTIC_CALLS = 5  # --diagnostics, and a fenced run's `events µs`: calls per case and method

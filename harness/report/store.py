@@ -102,6 +102,7 @@ ADDED_COLUMNS = [
     ("cases", "clocks", "TEXT"),  # JSON: the clock watch's readings over the timed calls (harness/parent/gpuwatch.py)
     ("cases", "kernel_us", "REAL"),  # fenced runs: the worker's own events (median µs, a diagnostic)
     ("cases", "slot_copy_us", "REAL"),  # fenced runs: the output's copy into the slot, inside median_us
+    ("cases", "fence_us", "REAL"),  # fenced runs: the fence's own cost, subtracted from each reading
     ("cases", "competition_us", "REAL"),  # --diagnostics: the competition's timing (mean µs, the worker's)
     ("cases", "isolated_us", "REAL"),  # --diagnostics: isolated calls' wall time (median µs, the worker's)
     ("cases", "energy_mj", "REAL"),  # --energy: mJ per call, the calls alone, and its ± bound
@@ -226,7 +227,7 @@ class Store:
                     "INSERT INTO cases (submission_id, kind, idx, name, ok, reason, runs, median_us, mean_us, std_us,"
                     " min_us, max_us, host_median_us, tail_median_us, bytes, warnings, ci95_rel, audit_us, label,"
                     " samples_us, clocks, energy_mj, energy_err_mj, energy_note, kernel_us, competition_us, isolated_us,"
-                    " slot_copy_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " slot_copy_us, fence_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (sid, c.kind, c.index, c.name, int(c.ok), c.reason,
                      d.runs if d else None, *(d.us[k] if d else None for k in ("median", "mean", "std", "min", "max")),
                      h.median * 1e6 if h else None, c.tail.median * 1e6 if c.tail else None, c.bytes,
@@ -239,7 +240,8 @@ class Store:
                      c.energy_err_j * 1e3 if c.energy_err_j is not None else None, c.energy_note or None,
                      c.kernel.median * 1e6 if c.kernel else None, c.competition.mean * 1e6 if c.competition else None,
                      c.isolated.median * 1e6 if c.isolated else None,
-                     c.slot_copy_s * 1e6 if c.slot_copy_s is not None else None))
+                     c.slot_copy_s * 1e6 if c.slot_copy_s is not None else None,
+                     c.fence_s * 1e6 if c.fence_s is not None else None))
 
     @_writes
     def add_compile_report(self, run_id: int, path: str, targets: list[str], report: Any, ok: bool) -> None:
