@@ -12,6 +12,7 @@ for st in own default blocking; do
 done
 echo "probe two-process mps: exit $?"
 echo quit | nvidia-cuda-mps-control
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY  # (the harness starts its own daemon)
 tar czf "$OUT/r37h.tgz" -C /tmp r37h 2>/dev/null
 cut -c1-150 $R/probe2.txt | tail -20
 OUT=$OUT bash lab/gpu_issue37f.sh > $R/f.txt 2>&1
