@@ -43,7 +43,11 @@ from harness.parent.census import Census
 from harness.device import flush_bytes
 from harness.worker.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
-NULL_CALLS = 24          # null calls per size when calibrating (the first 4 of each not counted)
+# Null calls per size when calibrating (the first 4 of each not counted). Their spread (~1 µs on the
+# H100) makes the median's own error the largest part of a small case's run-to-run difference: 20
+# counted calls leave ~0.28 µs (~2% of a 15 µs call), 96 leave ~0.13 µs.
+NULL_CALLS = 100
+COPY_CALLS = 24          # the same for the copy's diagnostic series (`slot copy µs`, not subtracted)
 NULL_STEPS = ("kernel",)  # what the worker does between GATE and DONE in them (harness/worker/fence_side.py)
 WARM_S = 0.03            # how long the GPU is kept busy right before the null calls (its clocks up, as in a run)
 CALIBRATION_BYTES = (1 << 16, 1 << 23)  # the two sizes (first input + output bytes) the fence's cost is fitted at
@@ -151,7 +155,7 @@ class Fence:
         copy costs, a line in the slot's bytes; None where they fail (a diagnostic: the fence stays)."""
         self._warm()
         try:
-            copies = [max(0.0, statistics.median(self.null_series(null_call, n, NULL_STEPS + ("copy",), NULL_CALLS)[4:])
+            copies = [max(0.0, statistics.median(self.null_series(null_call, n, NULL_STEPS + ("copy",), COPY_CALLS)[4:])
                           - base) for n, base in zip(CALIBRATION_BYTES, typical)]
         except FenceError:
             return None
