@@ -38,8 +38,9 @@ class CaseResult:
                                     # `device` is the parent's measurement, the number that ranks)
     slot_copy_s: Optional[float] = None  # fenced runs: what the output's copy into the slot costs inside
                                     # the ranked number (the fence's null calls; not subtracted)
-    fence_s: Optional[float] = None  # fenced runs: the fence's own cost subtracted from each reading (its
-                                    # median null call at the case's first input + output bytes)
+    fence_s: Optional[float] = None  # fenced runs: the fence's own cost subtracted from a reading (its
+                                    # median null call at the case's first input + output bytes; a reading
+                                    # below it is counted less the fastest null call instead)
     clocks: dict = dataclasses.field(default_factory=dict)  # the GPU's clocks, temperature, power and
                                     # throttling over the timed calls (harness/parent/gpuwatch.py; {} where not watched)
     energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/parent/gpuwatch.py)

@@ -43,7 +43,8 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "outside_us": (d["median"] - c.kernel.median * 1e6) if c.kernel and d.get("median") is not None else None,
         # fenced runs: the output's copy into the slot, inside the ranked median (measured by the fence)
         "slot_copy_us": c.slot_copy_s * 1e6 if c.slot_copy_s is not None else None,
-        # fenced runs: the fence's own cost, subtracted from each reading to give the ranked number
+        # fenced runs: the fence's own cost, subtracted from a reading to give the ranked number (a reading
+        # below it less the fastest null call instead: harness/parent/fence.py, `run`)
         "fence_us": c.fence_s * 1e6 if c.fence_s is not None else None,
         # --diagnostics (the worker's numbers): the competition's timing (its mean), and the wall time of an
         # isolated call (call + synchronize, the GPU idle before it) less the ranked median

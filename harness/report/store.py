@@ -102,7 +102,7 @@ ADDED_COLUMNS = [
     ("cases", "clocks", "TEXT"),  # JSON: the clock watch's readings over the timed calls (harness/parent/gpuwatch.py)
     ("cases", "kernel_us", "REAL"),  # fenced runs: the worker's own events (median µs, a diagnostic)
     ("cases", "slot_copy_us", "REAL"),  # fenced runs: the output's copy into the slot, inside median_us
-    ("cases", "fence_us", "REAL"),  # fenced runs: the fence's own cost, subtracted from each reading
+    ("cases", "fence_us", "REAL"),  # fenced runs: the fence's own cost, subtracted from a reading
     ("cases", "competition_us", "REAL"),  # --diagnostics: the competition's timing (mean µs, the worker's)
     ("cases", "isolated_us", "REAL"),  # --diagnostics: isolated calls' wall time (median µs, the worker's)
     ("cases", "energy_mj", "REAL"),  # --energy: mJ per call, the calls alone, and its ± bound

@@ -31,6 +31,7 @@ the calls apart.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -87,9 +88,11 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                     if collect.get("op") == "collect":
                         channel.send(pending())
             elif op == "call" and msg.get("method") in timer.DIAGNOSTIC_METHODS:
-                channel.send(_call(call, data, slot, timer, True, None, msg["method"]))
+                with _on_call_stream(flags):
+                    channel.send(_call(call, data, slot, timer, True, None, msg["method"]))
             elif op == "call":
-                channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
+                with _on_call_stream(flags):
+                    channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
             elif op == "profile":
                 channel.send({"op": "profile", "table": _profile(kernel, data, int(msg.get("rows", 12)))})
         except BaseException as exc:  # the submission's fault (SystemExit included): report it, keep serving
@@ -152,6 +155,20 @@ def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any, method
     return {"op": "output", "copied": copied, "layout": layout, **timing}
 
 
+def _on_call_stream(flags: Any):
+    """A fenced worker's other calls (warm-ups, tests, its own event-timed ones) on the stream its
+    fenced calls run on (harness/worker/shared_memory.py, `call_stream`), so that what a call sets up
+    per stream (the allocator's cached blocks, a library's workspace) is there before the first timed
+    one; unfenced, nothing changes."""
+    if flags is None:
+        return contextlib.nullcontext()
+    import torch
+
+    from harness.worker.shared_memory import call_stream
+
+    return torch.cuda.stream(call_stream())
+
+
 def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
     """The call enqueued behind the parent's GATE, its output copied into the slot, DONE := seq, all
     without waiting for the GPU; (the reply, a function giving the later "output" reply or None).
@@ -176,7 +193,8 @@ def _fenced_call(call, data: Any, slot: Any, timer: Any, flags: Any, seq: int):
             copied = (tuple(out.shape) == tuple(slot.shape) and out.dtype == slot.dtype
                       and out.device.type == slot.device.type)
             if copied:
-                slot.copy_(out)
+                with torch.cuda.stream(stream):  # (ordered before DONE whatever stream the call left current)
+                    slot.copy_(out)
         finally:
             flags.write(stream, DONE, seq)
 

@@ -154,8 +154,8 @@ def call_stream() -> "torch.cuda.Stream":
     its own (cuStreamCreate, flags 0), made once. Not the legacy default stream: kernels there run
     ~1 µs slower each while another process's stream waits on a flag (the parent's DONE), which no
     CUPTI trace of the same call shows (H100 under MPS, BENCHMARKS.md). Blocking, so work a
-    submission launches on the legacy default stream (a raw extension's `<<<...>>>`) still orders
-    with it."""
+    submission launches on the legacy default stream (a raw extension's `<<<...>>>`) is ordered with
+    it by CUDA's legacy-stream rules (not measured under the fence), and pays that stream's cost."""
     if "stream" not in _CALL_STREAM:
         handle = ctypes.c_void_p()
         driver_call("StreamCreate", ctypes.byref(handle), 0)

@@ -6,9 +6,7 @@ no answer yet ("timed call 1: ..."). Unfenced runs do not use the flags: it pass
 import importlib.util
 from pathlib import Path
 
-import torch
-
-from harness.worker.shared_memory import DONE, GATE
+from harness.worker.shared_memory import DONE, GATE, call_stream
 from harness.worker import loop
 
 _spec = importlib.util.spec_from_file_location(
@@ -19,7 +17,7 @@ _fenced = loop._fenced_call
 
 
 def _early(call, data, slot, timer, flags, seq):
-    stream = torch.cuda.current_stream()
+    stream = call_stream()  # (the stream the worker's own side of the call runs on)
     flags.wait(stream, GATE, seq)
     flags.write(stream, DONE, seq)
     return _fenced(call, data, slot, timer, flags, seq)
