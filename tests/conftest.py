@@ -95,7 +95,8 @@ def gpu_case_inputs(spec, call, fenced=False):
                                 timed_seeds=lambda case: (lambda: 1), watch=None, energy=False,
                                 diagnostics=False)
     box = types.SimpleNamespace(fence=types.SimpleNamespace(copy_s=lambda nbytes: nbytes * 1e-12,
-                                                            cost_s=lambda nbytes: 20e-6 + nbytes * 1e-12)
+                                                            cost_s=lambda nbytes: 20e-6 + nbytes * 1e-12,
+                                                            cost_ci_s=lambda nbytes: 1e-6)
                                 if fenced else None)
     import torch
 

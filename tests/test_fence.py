@@ -2,6 +2,8 @@
 a fake worker's replies for the channel, so the code that decides which number ranks runs here. The
 real fence runs on the H200 (lab/h200_fence.sh, BENCHMARKS.md)."""
 import dataclasses
+import math
+import statistics
 import types
 from pathlib import Path
 
@@ -129,6 +131,8 @@ def test_the_engine_ranks_the_fences_numbers_and_keeps_the_workers_apart(problem
     inputs = gpu_case_inputs(spec, call, fenced=True)
     case = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
     assert case.ok and case.device.median == 50e-6 and case.kernel.median == 50e-9
+    # its interval holds the subtracted cost's own (1 µs here, every call alike: the calls' own is 0)
+    assert case.device.ci_rel == pytest.approx(1e-6 / 50e-6)
     assert methods.count("events") == 5 and methods[-5:] == ["events"] * 5
     assert case.slot_copy_s == pytest.approx(4 * 16 * 512 * 2 * 1e-12)  # the fence's figure for the output's size
     (row,) = export_rows([SubmissionResult("x.py", "0" * 64, cases=[case],
@@ -320,6 +324,11 @@ def test_the_fence_subtracts_its_median_null_call_and_holds_each_call_to_its_fas
         assert asked[0] == fence_module.NULL_STEPS == ("kernel",)
         assert fence.cost_s(small) == pytest.approx(23e-6) and fence.cost_s(large) == pytest.approx(27e-6)
         assert fence.cost_s(small, least=True) == pytest.approx(21e-6)
+        # the 95% half-width of the median cost: 1.96 * 1.2533 * std / sqrt(n) at each size, carried
+        # along the line (at the small size its own; halfway, the two in quadrature, halved)
+        half = 1.96 * 1.2533 * statistics.stdev(spread[4:]) / math.sqrt(5)
+        assert fence.cost_ci_s(small) == pytest.approx(half)
+        assert fence.cost_ci_s((small + large) // 2) == pytest.approx(half * math.sqrt(0.5), rel=1e-3)
         if fail_copy:
             assert fence.copy_cost is None and fence.copy_s(1 << 16) is None
         else:

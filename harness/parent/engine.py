@@ -250,7 +250,7 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
         energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
                                     calls.device, calls.next_seed)
     device = summarize(calls.device)
-    return case_result(case, True, calls.matched, device=device, host=summarize(calls.host),
+    return case_result(case, True, calls.matched, device=_with_calibration(device, inputs), host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
                        kernel=summarize(calls.kernel) if calls.kernel else None, **_fence_figures(inputs),
                        tail=summarize(calls.tails),
@@ -316,6 +316,20 @@ class _TimedCalls:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running
         # after DONE meets the next call's census: the worker's own tail says nothing of the number.
         return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)
+
+
+def _with_calibration(device: Stats, inputs: CaseInputs) -> Stats:
+    """Fenced, the ranked median's 95% interval with the subtracted cost's own (its null calls' median
+    is an estimate whose error every reading of the run shares), in quadrature; what `--compare`,
+    `--replay` and the exports read. The case's stopping rule and noise warnings keep the calls'
+    own interval: more calls do not shrink the calibration's."""
+    fence = inputs.box.fence
+    if fence is None or not device.median > 0:
+        return device
+    first = next(iter(tensors(inputs.data)))[1]
+    shape, dtype = inputs.layout
+    half = fence.cost_ci_s(first.numel() * first.element_size() + math.prod(shape) * dtype.itemsize)
+    return dataclasses.replace(device, ci_rel=math.hypot(device.ci_rel, half / device.median))
 
 
 def _fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:

@@ -119,6 +119,19 @@ class Fence:
         base, per_byte = (self.least_cost if least else self.cost) or (0.0, 0.0)
         return base + per_byte * nbytes
 
+    def cost_ci_s(self, nbytes: int) -> float:
+        """The half-width of the 95% interval of `cost_s(nbytes)`: its null calls' median is an
+        estimate, and its error is shared by every reading it is subtracted from, so a case's ranked
+        median carries it beside its own calls' spread (0 before calibrating)."""
+        times = getattr(self, "null_times", None)
+        if not times or any(len(times.get(n, ())) < 2 for n in CALIBRATION_BYTES):
+            return 0.0
+        # the median's standard error (1.2533 * std / sqrt(n)) at each size, carried along the line
+        se = [1.2533 * statistics.stdev(times[n]) / math.sqrt(len(times[n])) for n in CALIBRATION_BYTES]
+        b0, b1 = CALIBRATION_BYTES
+        w = (nbytes - b0) / (b1 - b0)
+        return 1.96 * math.sqrt(((1 - w) * se[0]) ** 2 + (w * se[1]) ** 2)
+
     def copy_s(self, nbytes: int) -> Optional[float]:
         """What the worker's copy of an `nbytes` output into the slot costs inside a reading (it is
         not subtracted: a submission could write its output there itself), or None before calibrating."""
