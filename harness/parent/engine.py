@@ -334,7 +334,7 @@ def _with_calibration(device: Stats, inputs: CaseInputs) -> Stats:
 
 def _fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
     """Fenced, the fence's figures for the case's sizes: `slot_copy_s`, what the output's copy into the
-    slot costs inside the ranked time, and `fence_s`, what was subtracted from each reading (both
+    slot costs inside the ranked time, and `fence_s`, what is subtracted from a reading (both
     from the null calls); {} unfenced."""
     fence = inputs.box.fence
     if fence is None:

@@ -150,12 +150,13 @@ _CALL_STREAM: dict[str, Any] = {}
 
 
 def call_stream() -> "torch.cuda.Stream":
-    """The stream the worker's fenced calls and the fence's null calls run on: a blocking stream of
-    its own (cuStreamCreate, flags 0), made once. Not the legacy default stream: kernels there run
-    ~1 µs slower each while another process's stream waits on a flag (the parent's DONE), which no
-    CUPTI trace of the same call shows (H100 under MPS, BENCHMARKS.md). Blocking, so work a
-    submission launches on the legacy default stream (a raw extension's `<<<...>>>`) is ordered with
-    it by CUDA's legacy-stream rules (not measured under the fence), and pays that stream's cost."""
+    """The stream a fenced worker's calls (harness/worker/loop.py) and the fence's null calls run on:
+    a blocking stream of its own (cuStreamCreate, flags 0), made once. Not the legacy default stream:
+    kernels there run ~1 µs slower each while another process's stream waits on a flag (the
+    parent's DONE), which no CUPTI trace of the same call shows (H100 under MPS, BENCHMARKS.md).
+    Blocking, so work a submission launches on the legacy default stream (a raw extension's
+    `<<<...>>>`) is ordered with it by CUDA's legacy-stream rules (not measured under the fence),
+    and pays that stream's cost."""
     if "stream" not in _CALL_STREAM:
         handle = ctypes.c_void_p()
         driver_call("StreamCreate", ctypes.byref(handle), 0)
