@@ -6,6 +6,8 @@ the audit (harness/parent/audit.py) replays them under the profiler with it.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from typing import Any, Callable, Optional
 
@@ -17,7 +19,7 @@ from harness.parent.fence import first_input
 from harness.results import CaseResult
 from harness.parent.sandbox import OutputLayout, Sandbox
 from harness.task.spec import Case
-from harness.timing import CallTiming, timing_problem
+from harness.timing import CallTiming, Stats, timing_problem
 from harness.task.verdict import Verdict, judge, tensors
 
 
@@ -170,3 +172,31 @@ def clone_tree(tree: Any) -> Any:
     if isinstance(tree, dict):
         return {k: clone_tree(v) for k, v in tree.items()}
     return tree
+
+
+def with_calibration(device: Stats, inputs: CaseInputs) -> Stats:
+    """Fenced, the ranked median's 95% interval with the subtracted cost's own (its null calls' median
+    is an estimate whose error every reading of the run shares), in quadrature; what `--compare`,
+    `--replay` and the exports read. The case's stopping rule and noise warnings keep the calls'
+    own interval: more calls do not shrink the calibration's."""
+    fence = inputs.box.fence
+    if fence is None or not device.median > 0:
+        return device
+    first = next(iter(tensors(inputs.data)))[1]
+    shape, dtype = inputs.layout
+    half = fence.cost_ci_s(first.numel() * first.element_size() + math.prod(shape) * dtype.itemsize)
+    return dataclasses.replace(device, ci_rel=math.hypot(device.ci_rel, half / device.median))
+
+
+def fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
+    """Fenced, the fence's figures for the case's sizes: `slot_copy_s`, what the output's copy into the
+    slot costs inside the ranked time, and `fence_s`, what is subtracted from a reading (both
+    from the null calls); {} unfenced."""
+    fence = inputs.box.fence
+    if fence is None:
+        return {}
+    shape, dtype = inputs.layout
+    out_bytes = math.prod(shape) * dtype.itemsize
+    first = next(iter(tensors(inputs.data)))[1]
+    return {"slot_copy_s": fence.copy_s(out_bytes),
+            "fence_s": fence.cost_s(first.numel() * first.element_size() + out_bytes)}

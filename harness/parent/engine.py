@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import secrets
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from harness.parent import audit
 from harness.config import RunContext
-from harness.parent.case import CaseInputs, PhaseClock, case_result
+from harness.parent.case import CaseInputs, PhaseClock, case_result, fence_figures, with_calibration
 from harness.device import release_cached
 from harness.parent.energy import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.parent.launch import WorkerProcess, log_path
@@ -27,7 +26,6 @@ from harness.results import CaseResult, SubmissionResult
 from harness.parent.sandbox import Sandbox, WorkerFailure
 from harness.parent.scan import SourceError, declared_variant, read_source, scan
 from harness.task.spec import Case
-from harness.task.verdict import tensors
 from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize, tail_problem
 
 FENCED = "verified: the parent's clock, fenced around each call"
@@ -250,9 +248,9 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
         energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
                                     calls.device, calls.next_seed)
     device = summarize(calls.device)
-    return case_result(case, True, calls.matched, device=_with_calibration(device, inputs), host=summarize(calls.host),
+    return case_result(case, True, calls.matched, device=with_calibration(device, inputs), host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
-                       kernel=summarize(calls.kernel) if calls.kernel else None, **_fence_figures(inputs),
+                       kernel=summarize(calls.kernel) if calls.kernel else None, **fence_figures(inputs),
                        tail=summarize(calls.tails),
                        bytes=moved, clocks=clocks, **energy, **diagnostics,
                        warnings=method_notes + noise_warnings(calls.device, device, elapsed, timing.max_seconds,
@@ -316,34 +314,6 @@ class _TimedCalls:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running
         # after DONE meets the next call's census: the worker's own tail says nothing of the number.
         return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)
-
-
-def _with_calibration(device: Stats, inputs: CaseInputs) -> Stats:
-    """Fenced, the ranked median's 95% interval with the subtracted cost's own (its null calls' median
-    is an estimate whose error every reading of the run shares), in quadrature; what `--compare`,
-    `--replay` and the exports read. The case's stopping rule and noise warnings keep the calls'
-    own interval: more calls do not shrink the calibration's."""
-    fence = inputs.box.fence
-    if fence is None or not device.median > 0:
-        return device
-    first = next(iter(tensors(inputs.data)))[1]
-    shape, dtype = inputs.layout
-    half = fence.cost_ci_s(first.numel() * first.element_size() + math.prod(shape) * dtype.itemsize)
-    return dataclasses.replace(device, ci_rel=math.hypot(device.ci_rel, half / device.median))
-
-
-def _fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
-    """Fenced, the fence's figures for the case's sizes: `slot_copy_s`, what the output's copy into the
-    slot costs inside the ranked time, and `fence_s`, what is subtracted from a reading (both
-    from the null calls); {} unfenced."""
-    fence = inputs.box.fence
-    if fence is None:
-        return {}
-    shape, dtype = inputs.layout
-    out_bytes = math.prod(shape) * dtype.itemsize
-    first = next(iter(tensors(inputs.data)))[1]
-    return {"slot_copy_s": fence.copy_s(out_bytes),
-            "fence_s": fence.cost_s(first.numel() * first.element_size() + out_bytes)}
 
 
 DIAGNOSTIC_CALLS = 5  # --diagnostics, and a fenced run's `events µs`: calls per case and method
