@@ -101,7 +101,10 @@ class CaseInputs:
             output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout)
             self.fresh = None
         else:
-            output, timing = self.clock.timed("calls", self.box.call, timed=timed, timeout=timeout, mark=mark,
+            # (warm-ups, tests and diagnostics apart from the timed calls: a case's first call also
+            # compiles the submission's kernels)
+            phase = "calls" if timed and not method else "untimed calls"
+            output, timing = self.clock.timed(phase, self.box.call, timed=timed, timeout=timeout, mark=mark,
                                               refill=self._copy_in if self.fresh is not None else None,
                                               **({"method": method} if method else {}))
         if method:

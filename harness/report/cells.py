@@ -143,7 +143,8 @@ NARROW_DROPS = ("sm_mhz_min", "tail_us", "host_us", "std_us", "mean_us", "audit_
 
 
 
-PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "calls", "timed device", "check", "energy",
+PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "untimed calls", "calls", "timed device", "check",
+               "energy",
                "audit",
                "audit start", "audit inputs", "audit reference", "audit calls", "audit check", "audit report")
 
