@@ -177,6 +177,13 @@ def clone_tree(tree: Any) -> Any:
     return tree
 
 
+def _fenced_bytes(inputs: CaseInputs) -> tuple[int, int]:
+    """(the first input's bytes, the output's): the sizes the fence's cost is a line in."""
+    first = next(iter(tensors(inputs.data)))[1]
+    shape, dtype = inputs.layout
+    return first.numel() * first.element_size(), math.prod(shape) * dtype.itemsize
+
+
 def with_calibration(device: Stats, inputs: CaseInputs) -> Stats:
     """Fenced, the ranked median's 95% interval with the subtracted cost's own (its null calls' median
     is an estimate whose error every reading of the run shares), in quadrature; what `--compare`,
@@ -185,9 +192,7 @@ def with_calibration(device: Stats, inputs: CaseInputs) -> Stats:
     fence = inputs.box.fence
     if fence is None or not device.median > 0:
         return device
-    first = next(iter(tensors(inputs.data)))[1]
-    shape, dtype = inputs.layout
-    half = fence.cost_ci_s(first.numel() * first.element_size() + math.prod(shape) * dtype.itemsize)
+    half = fence.cost_ci_s(sum(_fenced_bytes(inputs)))
     return dataclasses.replace(device, ci_rel=math.hypot(device.ci_rel, half / device.median))
 
 
@@ -198,8 +203,5 @@ def fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
     fence = inputs.box.fence
     if fence is None:
         return {}
-    shape, dtype = inputs.layout
-    out_bytes = math.prod(shape) * dtype.itemsize
-    first = next(iter(tensors(inputs.data)))[1]
-    return {"slot_copy_s": fence.copy_s(out_bytes),
-            "fence_s": fence.cost_s(first.numel() * first.element_size() + out_bytes)}
+    first_bytes, out_bytes = _fenced_bytes(inputs)
+    return {"slot_copy_s": fence.copy_s(out_bytes), "fence_s": fence.cost_s(first_bytes + out_bytes)}
