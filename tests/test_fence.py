@@ -256,7 +256,6 @@ def test_a_ray_task_plans_its_own_fence_and_quits_its_daemon(problem, tmp_path, 
     daemon when it ends, whatever the evaluation did."""
     from harness.parent import engine, mps, ray_backend
     from harness.config import RunConfig
-    from harness.results import SubmissionResult
 
     events = []
     monkeypatch.setattr(mps, "start", lambda: events.append("start") or None)
@@ -357,3 +356,50 @@ def test_a_fenced_worker_outside_the_sandbox_is_not_called_verified():
     assert _fenced_audit(box).startswith("unverified: fenced, but the worker ran outside the sandbox")
     box.fence, box.fence_note = None, "not fenced (a null call costs 300 µs)"
     assert _fenced_audit(box) == "unverified: not fenced (a null call costs 300 µs) (the worker's own events)"
+
+
+def test_the_workers_side_of_a_fenced_call_stays_on_its_call_stream(monkeypatch):
+    """The gate, the output's copy into the slot and DONE all go to the worker's call stream, even
+    when the submission leaves another stream current (the copy must be ordered before DONE); DONE
+    is written when the call raises too. (CPU: the stream and the flags are stand-ins.)"""
+    import contextlib
+
+    from harness.worker import loop, shared_memory
+
+    current = ["default"]
+
+    @contextlib.contextmanager
+    def stream(s):
+        before, current[0] = current[0], s
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    monkeypatch.setattr(torch.cuda, "stream", stream)
+    monkeypatch.setattr(shared_memory, "call_stream", lambda: "call stream")
+    log = []
+    flags = types.SimpleNamespace(wait=lambda s, flag, seq: log.append(("wait", s)),
+                                  write=lambda s, flag, seq: log.append(("done", s)))
+    timer = types.SimpleNamespace(_perf=lambda: 0.0, _host_times=[])
+
+    slot = torch.zeros(2, 3)
+    monkeypatch.setattr(slot, "copy_", lambda out: log.append(("copy", current[0])), raising=False)
+
+    def leaves_a_side_stream_current(data):
+        current[0] = "side stream"  # (what torch.cuda.set_stream would do)
+        return torch.ones(2, 3)
+
+    reply, pending = loop._fenced_call(leaves_a_side_stream_current, (torch.zeros(1),), slot, timer, flags, 1)
+    assert reply["op"] == "enqueued" and pending is not None
+    assert log == [("wait", "call stream"), ("copy", "call stream"), ("done", "call stream")]
+    assert current[0] == "default"  # the worker's own stream is current again after the call
+
+    log.clear()
+
+    def raises(data):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        loop._fenced_call(raises, (torch.zeros(1),), slot, timer, flags, 2)
+    assert log == [("wait", "call stream"), ("done", "call stream")]
