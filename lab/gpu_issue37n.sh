@@ -10,9 +10,9 @@ S=/tmp/standalone; R=/tmp/r37n; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py > /dev/null
 for mode in watcher stream; do
-  timeout 120 python3 -c "import sys; from harness.api import fence, main; fence.Fence.done_by = '$mode'; sys.exit(main(sys.argv[1:]))" \
-    --mode leaderboard --sandbox require --no-progress --budget 0.2 --submission submissions/triton_bf16.py \
-    --submission $S/signals_done_early.py --json $R/$mode.json --logs $R/logs_$mode > $R/$mode.txt 2>&1
+  timeout 120 python3 lab/eval_done_by.py $mode --mode leaderboard --sandbox require --no-progress --budget 0.2 --submission submissions/triton_bf16.py \
+    --submission $S/signals_done_early.py \
+    --json $R/$mode.json --logs $R/logs_$mode > $R/$mode.txt 2>&1
   echo "done_by=$mode: exit $?"
   grep -h "^[a-z_0-9]*\.py: \|verified\|UNVERIFIED\|not fenced" $R/$mode.txt | cut -c1-180 | head -8
 done
@@ -25,7 +25,6 @@ for f in triton_fp8 triton_mxfp4; do
 done
 tar czf "$OUT/r37n.tgz" -C /tmp r37n 2>/dev/null
 if ! grep -q "verified: the parent's clock" $R/watcher.txt; then
-  echo "the watcher's run was not verified: 37i with done_by = stream"
-  sed -i 's/    done_by = "watcher"/    done_by = "stream"/' harness/parent/fence.py
+  echo "the watcher's run was not verified: 37i with done_by = stream"; MODE=stream
 fi
-NO_H=1 bash lab/gpu_issue37i.sh 2>&1 | tail -45
+NO_H=1 EVAL="python3 lab/eval_done_by.py ${MODE:-watcher}" bash lab/gpu_issue37i.sh 2>&1 | tail -45
