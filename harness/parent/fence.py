@@ -5,9 +5,8 @@ the parent times every timed call on a stream of its own, fenced to the worker's
 in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call number `seq`:
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
-  parent stream:  wait GO >= seq, draw the watcher's sample positions, refill the inputs but the
-                  first, flush L2 (write + read), census, E_mid, refill the first input, GATE := seq,
-                  the watcher (waits for DONE >= seq and samples the slot), copy the slot into a
+  parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
+                  E_mid, refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a
                   private snapshot, E_end; then the parent's host writes GO := seq
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
@@ -19,9 +18,7 @@ call with a kernel has), and the parent's own steps. The worker records no event
 interval. The output's copy into the slot stays in the number (a submission that wrote its output
 there itself would otherwise gain what was subtracted); `copy_s` says how much of it that is. The parent
 judges the snapshot: an output that was not complete when the parent's stream took it fails,
-whatever the worker says; and a sampled word that changed after DONE (harness/parent/watcher.py)
-fails the call, so a DONE written before the output is complete gains at most the watcher's
-reaction time instead of the wake-up that is subtracted. Work on other streams, on the CPU or through
+whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
 copies lands inside the interval (the output depends on it); the first input (q) is written after
 E_mid, so nothing that needs it can start before the clock. The census (harness/parent/census.py) proves
 that every SM was free of the worker's kernels after the refill and the flush: nothing the worker
@@ -43,7 +40,6 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from harness.parent.census import Census
-from harness.parent.watcher import Watcher
 from harness.device import flush_bytes
 from harness.worker.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
@@ -76,7 +72,6 @@ class Reading:
     held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
     census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
     least_s: float = math.nan  # the interval less the fastest null call: what the call took at the least
-    changed: int = 0    # sampled output words written after DONE (harness/parent/watcher.py: the call is rejected)
 
 
 class FenceError(RuntimeError):
@@ -90,10 +85,6 @@ class Fence:
     # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
-    # How the parent's stream waits for DONE: "watcher", a kernel that spins on it and samples the
-    # output the moment it sees it (harness/parent/watcher.py: a DONE written before the output is
-    # complete is caught), or "stream", the front end's wait (cuStreamWaitValue32).
-    done_by = "watcher"
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -106,10 +97,6 @@ class Fence:
             self.census = Census()
         except (SharedMemoryError, OSError, AttributeError) as exc:
             raise FenceError(f"the census kernel did not load ({exc})") from None
-        try:
-            self.watcher = Watcher() if self.done_by == "watcher" else None
-        except (SharedMemoryError, OSError, AttributeError, RuntimeError) as exc:
-            raise FenceError(f"the DONE watcher did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
         self.stream = torch.cuda.Stream()
         self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
@@ -232,11 +219,8 @@ class Fence:
         stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
         mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         census, counted = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        watcher = self.watcher
         with torch.cuda.stream(stream):
             self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
-            if watcher is not None:
-                watcher.draw(slot, stream)
             refill_rest()
             self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
             torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
@@ -251,10 +235,7 @@ class Fence:
                 self.census.launch(stream)
                 counted.record()
             flags.write(stream, GATE, seq)
-            if watcher is not None:
-                watcher.launch(stream, flags.base + DONE, seq, slot)
-            else:
-                flags.wait(stream, DONE, seq)
+            flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
         self.go.write(self.side, GO, seq)
@@ -275,8 +256,7 @@ class Fence:
         least = interval - self.cost_s(nbytes, least=True)
         typical = interval - self.cost_s(nbytes)
         # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
-        changed = watcher.changed(snapshot) if watcher is not None else 0
-        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, changed)
+        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least)
 
     @staticmethod
     def held(reading: Reading) -> str:
@@ -286,14 +266,6 @@ class Fence:
         if reading.census_s > CENSUS_MAX_S:
             return (f"the census waited {reading.census_s * 1e6:.0f} µs for SMs held by another kernel "
                     f"(on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
-        return ""
-
-    @staticmethod
-    def early(reading: Reading) -> str:
-        """Why `reading`'s call signalled DONE before its output was complete, or ""."""
-        if reading.changed:
-            return (f"{reading.changed} sampled word(s) of the output were written after the call signalled its "
-                    "end (DONE): the clock closes only on a complete output")
         return ""
 
     def _held_now(self) -> int:

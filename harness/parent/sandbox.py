@@ -33,7 +33,7 @@ class WorkerFailure(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
-        self.fatal = kind in ("crashed", "timeout", "startup", "protocol", "held the GPU", "signalled early")
+        self.fatal = kind in ("crashed", "timeout", "startup", "protocol", "held the GPU")
 
 
 class Sandbox:
@@ -219,10 +219,6 @@ class Sandbox:
                 self.worker.kill()
                 raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({held}): "
                                     "nothing may run on the GPU between calls")
-            early = fence.early(reading)
-            if early:
-                self.worker.kill()  # (its work may still be writing the slot)
-                raise WorkerFailure("signalled early", early)
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException as failure:
             try:
