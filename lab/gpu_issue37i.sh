@@ -2,15 +2,14 @@
 # multi_kernel against CUPTI), the one-file wall of triton_bf16 at the default budget, then two
 # back-to-back fenced leaderboards of the bundled Triton files, writes_into_slot and triton_fp8_plus3 at
 # the default budget (run-to-run agreement; issue 41's ties and --compare of the two runs). Outputs packed into r37i.tgz (and r37h.tgz, r37f.tgz).
-# Usage (device machine, wheels in .whl, carry .whl): [NO_H=1] [EVAL=...] bash lab/gpu_issue37i.sh (NO_H=1: without
-# 37h; EVAL: the command in place of `python3 eval.py`, e.g. `python3 lab/eval_done_by.py stream`)
+# Usage (device machine, wheels in .whl, carry .whl): [NO_H=1] bash lab/gpu_issue37i.sh (NO_H=1: without 37h)
 source lab/h200_setup.sh
 S=/tmp/standalone; R=/tmp/r37i; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if [ -z "${NO_H:-}" ]; then OUT=$OUT bash lab/gpu_issue37h.sh > $R/h.txt 2>&1; echo "37h: exit $?"; fi
 python3 lab/standalone.py $S tests/zoo_gpu/writes_into_slot.py tests/slower/triton_fp8_plus3.py > /dev/null
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
-LB="${EVAL:-python3 eval.py} --mode leaderboard --sandbox require --no-progress"
+LB="python3 eval.py --mode leaderboard --sandbox require --no-progress"
 t0=$(date +%s.%N)
 timeout 60 $LB --submission submissions/triton_bf16.py --json $R/one.json > $R/one.txt 2>&1
 echo "one-file leaderboard: exit $? at $(wall $t0) s"
