@@ -8,7 +8,7 @@ python3 lab/standalone.py $S tests/honest/multi_kernel.py > /dev/null
 export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
 nvidia-cuda-mps-control -d
 for st in own default blocking; do
-  timeout 120 python3 lab/wait_cost_probe.py --two-process --child-stream $st --label mps --file $S/multi_kernel.py >> $R/probe2.txt 2>&1
+  timeout -k 10 120 python3 lab/wait_cost_probe.py --two-process --child-stream $st --label mps --file $S/multi_kernel.py >> $R/probe2.txt 2>&1
 done
 echo "probe two-process mps: exit $?"
 echo quit | nvidia-cuda-mps-control

@@ -11,11 +11,11 @@ python3 lab/standalone.py $S tests/zoo_gpu/writes_into_slot.py tests/slower/trit
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 LB="python3 eval.py --mode leaderboard --sandbox require --no-progress"
 t0=$(date +%s.%N)
-timeout 60 $LB --submission submissions/triton_bf16.py --json $R/one.json > $R/one.txt 2>&1
+timeout -k 10 60 $LB --submission submissions/triton_bf16.py --json $R/one.json > $R/one.txt 2>&1
 echo "one-file leaderboard: exit $? at $(wall $t0) s"
 for run in 1 2; do
   t0=$(date +%s.%N)
-  timeout 150 $LB --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
+  timeout -k 10 150 $LB --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
     --submission submissions/triton_mxfp4.py --submission $S/writes_into_slot.py --submission $S/triton_fp8_plus3.py \
     --logs $R/b$run --db $R/runs.db --bundle $R/b$run.bundle.json --json $R/b$run.json > $R/b$run.txt 2>&1
   echo "bundled run $run: exit $? at $(wall $t0) s"

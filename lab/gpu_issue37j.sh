@@ -13,7 +13,7 @@ FILES="$FILES --submission submissions/torch_batched.py --submission $S/multi_ke
 [ -n "${LOOP:-}" ] && FILES="$FILES --submission submissions/torch_loop.py"
 for seed in ${SEEDS:-1 2 3}; do
   t0=$(date +%s.%N)
-  timeout 280 python3 eval.py --mode leaderboard --sandbox require --no-progress --budget ${BUDGET:-0.05} --seed $seed \
+  timeout -k 10 280 python3 eval.py --mode leaderboard --sandbox require --no-progress --budget ${BUDGET:-0.05} --seed $seed \
     $FILES --json $R/s$seed.json > $R/s$seed.txt 2>&1
   echo "seed $seed: exit $? at $(wall $t0) s"
   grep -E "^[a-z_0-9]+\.py: (pass|FAIL)|rejected|FAIL" $R/s$seed.txt | cut -c1-200 | head -12

@@ -8,20 +8,20 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 LB="python3 eval.py --mode leaderboard --sandbox require --no-progress"
 t0=$(date +%s.%N)
-timeout 120 $LB --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
+timeout -k 10 120 $LB --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
   --submission submissions/triton_mxfp4.py --json $R/bundled.json > $R/bundled.txt 2>&1
 echo "bundled: exit $? at $(wall $t0) s"
 for f in triton_bf16 triton_fp8 triton_mxfp4; do
-  timeout 60 python3 lab/cupti_compare.py submissions/$f.py --calls 10 --compare $R/bundled.json > $R/cupti_$f.txt 2>&1
+  timeout -k 10 60 python3 lab/cupti_compare.py submissions/$f.py --calls 10 --compare $R/bundled.json > $R/cupti_$f.txt 2>&1
   echo "cupti $f: exit $?"
 done
 t0=$(date +%s.%N)
-timeout 60 python3 eval.py --mode leaderboard --no-audit --sandbox require --no-progress --budget 0.2 \
+timeout -k 10 60 python3 eval.py --mode leaderboard --no-audit --sandbox require --no-progress --budget 0.2 \
   --submission submissions/torch_loop.py --json $R/loop_plain.json > $R/loop_plain.txt 2>&1
 echo "torch_loop --no-audit: exit $? wall $(wall $t0) s"
 for seed in 1 2 3; do
   t0=$(date +%s.%N)
-  timeout 60 $LB --budget 0.2 --seed $seed --submission submissions/torch_loop.py --json $R/loop_$seed.json \
+  timeout -k 10 60 $LB --budget 0.2 --seed $seed --submission submissions/torch_loop.py --json $R/loop_$seed.json \
     > $R/loop_$seed.txt 2>&1
   echo "torch_loop fenced seed $seed: exit $? wall $(wall $t0) s"
 done

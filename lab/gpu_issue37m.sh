@@ -7,7 +7,7 @@ source lab/h200_setup.sh
 P=/tmp/r37m; mkdir -p $P
 for f in triton_fp8 triton_mxfp4; do
   for proc in 1 2; do
-    timeout 60 python3 lab/placement_probe.py submissions/$f.py > $P/place_${f}_$proc.txt 2>&1
+    timeout -k 10 60 python3 lab/placement_probe.py submissions/$f.py > $P/place_${f}_$proc.txt 2>&1
     echo "placement $f process $proc: exit $?"; tail -1 $P/place_${f}_$proc.txt | cut -c1-200
   done
 done

@@ -16,7 +16,7 @@ start=$(date +%s)
 stamp() { echo "$1: exit $2 at $(( $(date +%s) - start )) s"; }
 first=""
 for seed in $SEEDS; do
-  timeout 150 $LB --mode leaderboard --budget $BUDGET --seed $seed --submission submissions/triton_bf16.py \
+  timeout -k 10 150 $LB --mode leaderboard --budget $BUDGET --seed $seed --submission submissions/triton_bf16.py \
     --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py \
     --submission $S/triton_fp8_plus3.py --json "$OUT/seed_$seed.json" --bundle "$OUT/seed_$seed.bundle.json" \
     > "$OUT/seed_$seed.txt" 2>&1
@@ -32,19 +32,19 @@ for id in "$@" "$1"; do  # consecutive runs, and the last against the first: fiv
     > "$OUT/compare_${prev}_$id.txt" 2>&1
   prev=$id
 done
-timeout 150 $LB --replay "$OUT/seed_$first.bundle.json" --json "$OUT/replay_$first.json" > "$OUT/replay_$first.txt" 2>&1
+timeout -k 10 150 $LB --replay "$OUT/seed_$first.bundle.json" --json "$OUT/replay_$first.json" > "$OUT/replay_$first.txt" 2>&1
 stamp "replay of seed $first" $?
 mkdir -p /tmp/c41 && cp submissions/triton_fp8.py /tmp/c41/triton_fp8.py
-timeout 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_a.json" \
+timeout -k 10 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_a.json" \
   > "$OUT/plus10_a.log" 2>&1; stamp "original at /tmp/c41" $?
 cp $S/triton_fp8_plus10.py /tmp/c41/triton_fp8.py
-timeout 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_b.json" \
+timeout -k 10 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_b.json" \
   > "$OUT/plus10_b.log" 2>&1; stamp "10% copy at /tmp/c41" $?
 a=$(python3 -c "import json; print(json.load(open('$OUT/plus10_a.json'))['run']['run'])" 2>/dev/null)
 b=$(python3 -c "import json; print(json.load(open('$OUT/plus10_b.json'))['run']['run'])" 2>/dev/null)
 python3 eval.py --db $DB --mode history --compare $a $b > "$OUT/plus10_compare.txt" 2>&1
 grep -h "triton_fp8_plus" /tmp/l41/triton_fp8*.log 2>/dev/null | sort | uniq | head -20 > "$OUT/calibration.txt"
-timeout 150 $LB --mode benchmark --energy --budget 1.5 --submission submissions/triton_bf16.py \
+timeout -k 10 150 $LB --mode benchmark --energy --budget 1.5 --submission submissions/triton_bf16.py \
   --submission submissions/triton_fp8.py --json "$OUT/energy.json" > "$OUT/energy.txt" 2>&1
 stamp "energy" $?
 echo "--- calibration of the slowed copies (worker logs)"; cut -c1-200 "$OUT/calibration.txt"
