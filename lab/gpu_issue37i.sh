@@ -1,7 +1,8 @@
 # Issue 37 on one GPU (~9 min): lab/gpu_issue37h.sh (the wait-cost probe, the fence's null calls and
 # multi_kernel against CUPTI), the one-file wall of triton_bf16 at the default budget, then two
 # back-to-back fenced leaderboards of the bundled Triton files, writes_into_slot and triton_fp8_plus3 at
-# the default budget (run-to-run agreement; issue 41's ties and --compare of the two runs). Outputs packed into r37i.tgz (and r37h.tgz, r37f.tgz).
+# the default budget (run-to-run agreement; issue 41's ties and --compare of the two runs). Outputs
+# packed into r37i.tgz (and r37h.tgz, r37f.tgz).
 # Usage (device machine, wheels in .whl, carry .whl): [NO_H=1] bash lab/gpu_issue37i.sh (NO_H=1: without 37h)
 source lab/h200_setup.sh
 S=/tmp/standalone; R=/tmp/r37i; mkdir -p $R
