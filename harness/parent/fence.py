@@ -107,6 +107,8 @@ class Fence:
         self.cost: Optional[tuple[float, float]] = None  # (seconds, seconds per byte) of the fence itself
         self.least_cost: Optional[tuple[float, float]] = None  # the same through each size's fastest null call
         self.copy_cost: Optional[tuple[float, float]] = None  # the same of the output's copy into the slot
+        self.null_times: dict[int, list[float]] = {}  # the counted null calls' intervals per size (calibrate)
+        self.census_times: list[float] = []
         torch.cuda.synchronize()
 
     def next_seq(self) -> int:
@@ -123,8 +125,8 @@ class Fence:
         """The half-width of the 95% interval of `cost_s(nbytes)`: its null calls' median is an
         estimate, and its error is shared by every reading it is subtracted from, so a case's ranked
         median carries it beside its own calls' spread (0 before calibrating)."""
-        times = getattr(self, "null_times", None)
-        if not times or any(len(times.get(n, ())) < 2 for n in CALIBRATION_BYTES):
+        times = self.null_times
+        if any(len(times.get(n, ())) < 2 for n in CALIBRATION_BYTES):
             return 0.0
         # the median's standard error (1.2533 * std / sqrt(n)) at each size, carried along the line
         se = [1.2533 * statistics.stdev(times[n]) / math.sqrt(len(times[n])) for n in CALIBRATION_BYTES]

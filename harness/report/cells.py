@@ -141,12 +141,9 @@ NARROW_DROPS = ("sm_mhz_min", "tail_us", "host_us", "std_us", "mean_us", "audit_
                 "runs", "energy_mj", "host_overhead_us", "competition_us", "slot_copy_us", "outside_us", "kernel_us")
 
 
-
-
 PHASE_ORDER = ("worker start", "static scan", "inputs", "reference", "untimed calls", "calls", "timed device", "check",
-               "energy",
-               "audit",
-               "audit start", "audit inputs", "audit reference", "audit calls", "audit check", "audit report")
+               "energy", "audit", "audit start", "audit inputs", "audit reference", "audit calls", "audit check",
+               "audit report")
 
 
 def fence(r: SubmissionResult) -> str:
