@@ -17,7 +17,7 @@ done
 LASTS=""; for n in $LAST; do LASTS="$LASTS --submission $S/$n.py"; done
 for group in A B LASTS; do
   t0=$(date +%s.%N)
-  timeout -k 10 170 $LB --timeout -k 10 25 --submission submissions/triton_bf16.py ${!group} --json $R/$group.json > $R/$group.txt 2>&1
+  timeout -k 10 170 $LB --timeout 25 --submission submissions/triton_bf16.py ${!group} --json $R/$group.json > $R/$group.txt 2>&1
   echo "zoo $group: exit $? at $(wall $t0) s"
 done
 tar czf "$OUT/r37l.tgz" -C /tmp r37l 2>/dev/null
