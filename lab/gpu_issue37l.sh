@@ -1,6 +1,6 @@
 # Issue 37, acceptance 1 on HEAD (~8 min, one GPU): every attack of tests/zoo_gpu through the fenced
-# leaderboard beside triton_bf16, in two groups, then the ones whose end takes the harness's GPU
-# context under MPS last, in a run of their own. Outputs packed into r37l.tgz.
+# leaderboard beside triton_bf16, in three groups, then each of those that may end the harness's GPU
+# context under MPS (a fault ends every client's) in a run of its own. Outputs packed into r37l.tgz.
 # Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37l.sh
 source lab/h200_setup.sh
 S=/tmp/standalone; R=/tmp/r37l; mkdir -p $R
@@ -9,16 +9,21 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 LB="python3 eval.py --mode leaderboard --sandbox require --no-progress --budget 0.15"
 LAST="resident_at_gate illegal_address rewrites_done holds_sms_at_census preloads_kv"
-A=""; B=""; i=0
+A=""; B=""; C=""; i=0
 for f in tests/zoo_gpu/*.py; do
   n=$(basename $f .py); case " $LAST " in *" $n "*) continue;; esac
-  if [ $((i % 2)) = 0 ]; then A="$A --submission $S/$n.py"; else B="$B --submission $S/$n.py"; fi; i=$((i + 1))
+  case $((i % 3)) in 0) A="$A --submission $S/$n.py";; 1) B="$B --submission $S/$n.py";; *) C="$C --submission $S/$n.py";; esac
+  i=$((i + 1))
 done
-LASTS=""; for n in $LAST; do LASTS="$LASTS --submission $S/$n.py"; done
-for group in A B LASTS; do
+for group in A B C; do
   t0=$(date +%s.%N)
   timeout -k 10 170 $LB --timeout 25 --submission submissions/triton_bf16.py ${!group} --json $R/$group.json > $R/$group.txt 2>&1
   echo "zoo $group: exit $? at $(wall $t0) s"
+done
+for n in $LAST; do
+  t0=$(date +%s.%N)
+  timeout -k 5 40 $LB --timeout 20 --submission $S/$n.py --json $R/$n.json > $R/$n.txt 2>&1
+  echo "zoo $n alone: exit $? at $(wall $t0) s"
 done
 tar czf "$OUT/r37l.tgz" -C /tmp r37l 2>/dev/null
 grep -hE "^[a-z_0-9]+\.py: (pass|FAIL)" $R/*.txt | cut -c1-200

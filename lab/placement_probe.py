@@ -12,7 +12,8 @@ time; if all placements agree within this process but separate runs of this prob
 per process does.
 
 Usage (GPU machine, repo root):
-    python3 lab/placement_probe.py FILE [--case 0] [--places 6] [--rounds 2] [--calls 40]
+    python3 lab/placement_probe.py FILE [--case 0] [--places 6] [--rounds 2] [--calls 40] [--reload]
+(--reload: each placement imports the submission afresh, so buffers it keeps between calls move too.)
 Prints one line per placement and round (median µs, IQR) and a last line with the spread of the
 placements' medians against the round-to-round spread of each.
 """
@@ -34,6 +35,8 @@ def main() -> int:
     parser.add_argument("--places", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--reload", action="store_true",
+                        help="import the submission afresh for each placement (its own buffers move too)")
     args = parser.parse_args()
     import torch
 
@@ -45,7 +48,6 @@ def main() -> int:
     compat.install()
     problem = load_problem(ROOT / "task.yml")
     case = problem.spec.cases("benchmark", False)[args.case]
-    kernel = load_module(args.submission, "placement_submission").custom_kernel
     flush = torch.zeros(max(2 * device.l2_bytes, 1 << 20) // 4 * 4, dtype=torch.uint8, device=dev)
     words, sink = flush.view(torch.float32), torch.zeros((), dtype=torch.float32, device=dev)
     source = problem.generate(case.args, case.seed, dev)
@@ -55,11 +57,13 @@ def main() -> int:
         pads.append(torch.empty((p * 7 + 3) * (1 << 20) + p * 4096 * 3, dtype=torch.uint8, device=dev))
         data = clone_tree(source)
         shape, dtype = problem.layout(data)
-        places.append((data, [t for _, t in tensors(data)], torch.empty(shape, dtype=dtype, device=dev)))
+        if p == 0 or args.reload:
+            kernel = load_module(args.submission, f"placement_submission_{p}").custom_kernel
+        places.append((data, [t for _, t in tensors(data)], torch.empty(shape, dtype=dtype, device=dev), kernel))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def timed(place) -> float:
-        data, shared, slot = place
+        data, shared, slot, kernel = place
         for dst, src in list(zip(shared, fresh))[1:]:
             dst.copy_(src)
         flush.zero_()
