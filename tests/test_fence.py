@@ -403,3 +403,66 @@ def test_the_workers_side_of_a_fenced_call_stays_on_its_call_stream(monkeypatch)
     with pytest.raises(RuntimeError):
         loop._fenced_call(raises, (torch.zeros(1),), slot, timer, flags, 2)
     assert log == [("wait", "call stream"), ("done", "call stream")]
+
+
+def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(monkeypatch):
+    """The parent's stream waits on GO until its whole sequence is enqueued; a kernel launched for the
+    first time inside that sequence would load its module lazily and wait for an idle device, which
+    never comes (the hang of --mode benchmark, whose runs launch no test first). So every aten op the
+    sequence runs, but its plain copies (memcpy, no kernel), is one `_load_kernels` runs at the fence's
+    start. Logged here on the CPU with fakes for the flags, events and streams."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from harness.parent import fence as fence_module
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.on, self.ops = True, set()
+
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            if self.on:
+                self.ops.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    class Flags:
+        def __init__(self, log=None):
+            self.log = log
+
+        def wait(self, stream, flag, value):
+            if self.log is not None:
+                self.log.on = True   # GO: what follows runs behind it
+
+        def write(self, stream, flag, value):
+            if self.log is not None:
+                self.log.on = False  # the host's GO: the sequence is enqueued
+
+    class Event:
+        def __init__(self, **_):
+            pass
+
+        record = lambda self, *a: None  # noqa: E731
+        query = lambda self: True  # noqa: E731
+        elapsed_time = lambda self, other: 0.02  # noqa: E731
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: None)
+    fence = object.__new__(fence_module.Fence)
+    fence.flush_buffer = torch.zeros(4096, dtype=torch.uint8)
+    fence._words, fence._sink = fence.flush_buffer.view(torch.float32), torch.zeros(())
+    fence.cost = fence.least_cost = None
+    fence.stream = fence.side = types.SimpleNamespace(wait_stream=lambda other: None)
+    fence.census = types.SimpleNamespace(launch=lambda stream: None, missed=lambda: 0, sms=4)
+    with Log() as warm:
+        fence._load_kernels()
+    gated = Log()
+    fence.flags, fence.go = Flags(), Flags(gated)
+    first, slot = (torch.zeros(64, dtype=torch.uint8), torch.ones(64, dtype=torch.uint8)), torch.ones(128, dtype=torch.uint8)
+    rest = (torch.zeros(32), torch.ones(32))
+    with gated:
+        gated.on = False
+        reading = fence.run(1, lambda: rest[0].copy_(rest[1]), first, slot, torch.empty_like(slot), deadline=math.inf)
+    assert reading is not None and gated.ops  # (the sequence ran: its flush, its copies)
+    assert {"zero_", "sum"} <= warm.ops
+    assert gated.ops - {"copy_"} <= warm.ops, gated.ops - warm.ops

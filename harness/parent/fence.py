@@ -109,6 +109,7 @@ class Fence:
         self.copy_cost: Optional[tuple[float, float]] = None  # the same of the output's copy into the slot
         self.null_times: dict[int, list[float]] = {}  # the counted null calls' intervals per size (calibrate)
         self.census_times: list[float] = []
+        self._load_kernels()
         torch.cuda.synchronize()
 
     def next_seq(self) -> int:
@@ -196,6 +197,21 @@ class Fence:
             self.census_times.append(reading.census_s)
         return times
 
+    def _load_kernels(self) -> None:
+        """Every kernel the parent's stream runs behind GO (the census's is loaded with its module),
+        launched once. Under lazy module loading (CUDA's default) a kernel's first launch loads its
+        module and waits for the device to go idle, which it never does while the parent's own stream
+        waits on GO, written only after that launch returns: the parent would hang in its first null
+        call wherever nothing earlier in the process had launched them (--mode benchmark, which runs
+        no tests first)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        """L2 flushed on the current stream: written (it holds none of the inputs), then read (its
+        lines are clean: no write-backs inside the call)."""
+        self.flush_buffer.zero_()
+        torch.sum(self._words, 0, out=self._sink)
+
     def _warm(self) -> None:
         """Flush after flush on the parent's stream for WARM_S (timed by the flushes themselves)."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -224,8 +240,7 @@ class Fence:
         with torch.cuda.stream(stream):
             self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
             refill_rest()
-            self.flush_buffer.zero_()                      # L2 holds none of the inputs ...
-            torch.sum(self._words, 0, out=self._sink)      # ... and clean lines (no write-backs in the call)
+            self._flush()
             if self.census_at == "mid":
                 census.record()
                 self.census.launch(stream)
