@@ -466,3 +466,27 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     assert reading is not None and gated.ops  # (the sequence ran: its flush, its copies)
     assert {"zero_", "sum"} <= warm.ops
     assert gated.ops - {"copy_"} <= warm.ops, gated.ops - warm.ops
+
+
+def test_an_interrupt_during_a_fenced_call_ends_the_worker_first_and_stays_an_interrupt():
+    """SIGTERM (a KeyboardInterrupt) while the parent waits on a fenced call: the worker is ended before
+    the parent frees its stream (so the release does not wait on a worker still writing DONE), and a
+    release that fails all the same does not turn the interrupt into a case failure."""
+    from harness.parent.fence import FenceError
+
+    class Interrupted(FakeFence):
+        def run(self, *args, **kwargs):
+            raise KeyboardInterrupt
+
+        def release(self, seq):
+            self.released.append((seq, list(killed)))
+            raise FenceError("the parent's timing stream was still held 10 s after the call")
+
+    killed: list = []
+    fence = Interrupted(1e-5)
+    box, _ = fenced_box([], fence, torch.zeros((2, 3), dtype=torch.bfloat16))
+    box.worker.kill = lambda: killed.append(True)
+    with pytest.raises(KeyboardInterrupt):
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert fence.released[0] == (1, [True])  # ended before the first release
+    assert box.fence is None  # (and no later call is fenced)

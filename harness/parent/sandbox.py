@@ -221,11 +221,15 @@ class Sandbox:
                                     "nothing may run on the GPU between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException as failure:
+            if isinstance(failure, KeyboardInterrupt):  # (SIGTERM too): the worker goes first, so the release is quick
+                self.worker.kill()
             try:
                 self._release(fence, seq)
             except WorkerFailure as stuck:  # the call's own reason first, then why the fence is gone
                 if isinstance(failure, WorkerFailure):
                     raise WorkerFailure(stuck.kind, f"{failure}; then {stuck}") from None
+                if isinstance(failure, KeyboardInterrupt):
+                    raise failure from None  # an interrupt stays one
                 raise
             raise
         if ready:
