@@ -1,5 +1,5 @@
-# Issue 37/41 in one device call (~5 min, one GPU): why `eval.py --mode benchmark` printed nothing in
-# 60 s on a GPU (three times in a row, while --mode leaderboard ran), then what moves a small case's
+# Issue 37/41 in one device call (~5 min, one GPU): does `eval.py --mode benchmark` run now (it printed nothing in
+# 60 s on a GPU, three times in a row, while --mode leaderboard ran), then what moves a small case's
 # time from process to process.
 # 1. --mode benchmark of triton_fp8, fenced, then --no-audit (no fence), then --mode leaderboard, each
 #    under `timeout -s ABRT` with Python's faulthandler on: a run still going at its limit prints
