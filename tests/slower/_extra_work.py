@@ -3,16 +3,18 @@ copy with 3% more GPU work must rank strictly behind the original in every run, 
 must read "slower" on every case of --compare and --replay.
 
 `slower(path, fraction)` loads the submission at `path` and returns a custom_kernel that calls it and,
-on a GPU, runs a spin kernel (one program of one warp: a chain of dependent multiply-adds, a few SM
-cycles each, nothing read or written but one float) on a second stream beside it. The spin starts
-with the call and the call ends when both have, so the extra time is max(spin, original) - original
-plus the join: small for a small fraction, even where one more launch after the original would cost
-more than 3% (H200: 4x1k takes 15 us). Its length is calibrated per input shape at the shape's first
-call (untimed: tests and warm-up come first): the original alone and the whole call are timed with
-CUDA events, L2 flushed before each repetition as the harness does and the GPU kept busy while the
-host enqueues, and the spin's iteration count is searched until the whole call takes (1 + fraction)
-x the original's time. What it found goes to stderr (the worker's log). On the CPU it is the
-original, unchanged.
+on a GPU, runs a spin kernel right after it on the call's own stream (one program of one warp: a
+chain of dependent multiply-adds, a few SM cycles each, nothing read or written but one float). The
+extra time is the spin plus one kernel's dispatch, with no second stream: a spin on a stream of its
+own, joined at the end, would add the fork and join, which cost far more under the harness's fence
+than in the worker's own events that calibrate the spin (BENCHMARKS.md) and are not GPU work. At the
+smallest cases one more kernel's dispatch (~1 us) is more than 3% of the call, so
+there the copy is slower by that instead. The spin's length is calibrated per input shape at the
+shape's first call (untimed: tests and warm-up come first): the original alone and the whole call
+are timed with CUDA events, L2 flushed before each repetition as the harness does and the GPU kept
+busy while the host enqueues, and the spin's iteration count is searched until the whole call takes
+(1 + fraction) x the original's time. What it found goes to stderr (the worker's log). On the CPU
+it is the original, unchanged.
 """
 import importlib.util
 import statistics
@@ -48,24 +50,18 @@ class _Slower:
     def __init__(self, original, fraction: float, label: str):
         self.original, self.fraction, self.label = original, fraction, label
         self.iterations: dict = {}  # shape key -> spin iterations (None: no spin)
-        self.cell = self.side = self.flush = None
+        self.cell = self.flush = None
 
     def _setup(self, device) -> None:
         if self.cell is None:
             self.cell = torch.zeros(1, dtype=torch.float32, device=device)
-            self.side = torch.cuda.Stream(device=device)
             l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 << 20
             self.flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
 
     def _run(self, data, n):
-        if n is None:
-            return self.original(data)
-        here = torch.cuda.current_stream()
-        self.side.wait_stream(here)  # the spin starts with the call (behind whatever the call waits for)
-        with torch.cuda.stream(self.side):
-            _spin[(1,)](self.cell, n, num_warps=1)
         out = self.original(data)
-        here.wait_stream(self.side)  # the call ends when both have
+        if n is not None:
+            _spin[(1,)](self.cell, n, num_warps=1)  # on the call's stream, after the original's kernels
         return out
 
     def _time(self, data, n) -> float:

@@ -1,5 +1,6 @@
 """Is: submissions/triton_fp8.py with 10% more GPU work per call (tests/slower/_extra_work.py: a spin
-kernel beside it, calibrated per shape so the whole call takes 1.10x the original's time).
+kernel after it on the call's stream, calibrated per shape so the whole call takes 1.10x the
+original's time).
 Must get: passes every case, as the original; "slower" on every case against triton_fp8.py on the H200
 (issue 41: --compare of a run of the original and a run of this file at the same path, --baseline), its
 geomean about 10% above the original's. Run it as a standalone file (lab/standalone.py: the sandbox

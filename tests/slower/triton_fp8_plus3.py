@@ -1,5 +1,7 @@
 """Is: submissions/triton_fp8.py with 3% more GPU work per call (tests/slower/_extra_work.py: a spin
-kernel beside it, calibrated per shape so the whole call takes 1.03x the original's time).
+kernel after it on the call's stream, calibrated per shape so the whole call takes 1.03x the
+original's time; at the smallest cases one more kernel's dispatch is more than 3% of the call, so
+there it is slower by that).
 Must get: passes every case, as the original; ranks strictly behind triton_fp8.py in every run on the
 H200 (issue 41: ties stay tight), its geomean about 3% above the original's. Run it as a standalone
 file (lab/standalone.py: the sandbox shows a worker only its own file)."""
