@@ -5,7 +5,8 @@
 #    under `timeout -s ABRT` with Python's faulthandler on: a run still going at its limit prints
 #    every thread's stack (the parent's; the worker's log is packed too).
 # 2. lab/placement_probe.py on triton_fp8 at 4x1k in three processes with --reload (the submission's
-#    own buffers move with each placement) and one without.
+#    own buffers move with each placement), one with --reload --reflush (the flush buffer too) and one
+#    with neither.
 # Outputs packed into r37p.tgz. Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37p.sh
 source lab/h200_setup.sh
 R=/tmp/r37p; mkdir -p $R
@@ -27,6 +28,9 @@ for proc in 1 2 3; do
     > $R/place_reload_$proc.txt 2>&1
   echo "placement --reload, process $proc: exit $?"; tail -1 $R/place_reload_$proc.txt | cut -c1-200
 done
-timeout -k 5 40 python3 lab/placement_probe.py submissions/triton_fp8.py --rounds 2 --calls 30 > $R/place_4.txt 2>&1
-echo "placement, process 4: exit $?"; tail -1 $R/place_4.txt | cut -c1-200
+timeout -k 5 40 python3 lab/placement_probe.py submissions/triton_fp8.py --reload --reflush --rounds 2 --calls 30 \
+  > $R/place_reflush.txt 2>&1
+echo "placement --reload --reflush, process 4: exit $?"; tail -1 $R/place_reflush.txt | cut -c1-200
+timeout -k 5 40 python3 lab/placement_probe.py submissions/triton_fp8.py --rounds 2 --calls 30 > $R/place_5.txt 2>&1
+echo "placement, process 5: exit $?"; tail -1 $R/place_5.txt | cut -c1-200
 tar czf "$OUT/r37p.tgz" -C /tmp r37p 2>/dev/null

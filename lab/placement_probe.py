@@ -12,8 +12,9 @@ time; if all placements agree within this process but separate runs of this prob
 per process does.
 
 Usage (GPU machine, repo root):
-    python3 lab/placement_probe.py FILE [--case 0] [--places 6] [--rounds 2] [--calls 40] [--reload]
-(--reload: each placement imports the submission afresh, so buffers it keeps between calls move too.)
+    python3 lab/placement_probe.py FILE [--case 0] [--places 6] [--rounds 2] [--calls 40] [--reload] [--reflush]
+(--reload: each placement imports the submission afresh, so buffers it keeps between calls move too;
+--reflush: each placement flushes L2 with a buffer of its own.)
 Prints one line per placement and round (median µs, IQR) and a last line with the spread of the
 placements' medians against the round-to-round spread of each.
 """
@@ -37,6 +38,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--reload", action="store_true",
                         help="import the submission afresh for each placement (its own buffers move too)")
+    parser.add_argument("--reflush", action="store_true",
+                        help="a flush buffer of its own for each placement (where the flush's lines sit moves too)")
     args = parser.parse_args()
     import torch
 
@@ -48,8 +51,9 @@ def main() -> int:
     compat.install()
     problem = load_problem(ROOT / "task.yml")
     case = problem.spec.cases("benchmark", False)[args.case]
-    flush = torch.zeros(max(2 * device.l2_bytes, 1 << 20) // 4 * 4, dtype=torch.uint8, device=dev)
-    words, sink = flush.view(torch.float32), torch.zeros((), dtype=torch.float32, device=dev)
+    flush_bytes = max(2 * device.l2_bytes, 1 << 20) // 4 * 4
+    flush = torch.zeros(flush_bytes, dtype=torch.uint8, device=dev)
+    sink = torch.zeros((), dtype=torch.float32, device=dev)
     source = problem.generate(case.args, case.seed, dev)
     fresh = [t for _, t in tensors(source)]
     places, pads = [], []
@@ -59,15 +63,18 @@ def main() -> int:
         shape, dtype = problem.layout(data)
         if p == 0 or args.reload:
             kernel = load_module(args.submission, f"placement_submission_{p}").custom_kernel
-        places.append((data, [t for _, t in tensors(data)], torch.empty(shape, dtype=dtype, device=dev), kernel))
+        if p and args.reflush:
+            flush = torch.zeros(flush_bytes, dtype=torch.uint8, device=dev)
+        places.append((data, [t for _, t in tensors(data)], torch.empty(shape, dtype=dtype, device=dev), kernel,
+                       flush))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def timed(place) -> float:
-        data, shared, slot, kernel = place
+        data, shared, slot, kernel, flush = place
         for dst, src in list(zip(shared, fresh))[1:]:
             dst.copy_(src)
         flush.zero_()
-        torch.sum(words, 0, out=sink)
+        torch.sum(flush.view(torch.float32), 0, out=sink)
         shared[0].copy_(fresh[0])
         torch.cuda.synchronize()
         torch.cuda._sleep(2_000_000)  # ~1 ms at ~2 GHz: the call's launches queue behind it
