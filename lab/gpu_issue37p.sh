@@ -1,4 +1,4 @@
-# Issue 37/41 in one device call (~5 min, one GPU): does `eval.py --mode benchmark` run now (it printed nothing in
+# Issue 37/41 in one device call (~6 min, one GPU): does `eval.py --mode benchmark` run now (it printed nothing in
 # 60 s on a GPU, three times in a row, while --mode leaderboard ran), then what moves a small case's
 # time from process to process.
 # 1. --mode benchmark of triton_fp8, fenced, then --no-audit (no fence), then --mode leaderboard, each
@@ -7,6 +7,9 @@
 # 2. lab/placement_probe.py on triton_fp8 at 4x1k in three processes with --reload (the submission's
 #    own buffers move with each placement), one with --reload --reflush (the flush buffer too) and one
 #    with neither.
+# 3. lab/ipc_probe.py (can the parent copy a worker's output out of the worker's own memory: the
+#    planned fix of the early DONE) plain, with --bwrap and with --expandable, then the same three as
+#    clients of an MPS daemon of its own.
 # Outputs packed into r37p.tgz. Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37p.sh
 source lab/h200_setup.sh
 R=/tmp/r37p; mkdir -p $R
@@ -33,4 +36,12 @@ timeout -k 5 40 python3 lab/placement_probe.py submissions/triton_fp8.py --reloa
 echo "placement --reload --reflush, process 4: exit $?"; tail -1 $R/place_reflush.txt | cut -c1-200
 timeout -k 5 40 python3 lab/placement_probe.py submissions/triton_fp8.py --rounds 2 --calls 30 > $R/place_5.txt 2>&1
 echo "placement, process 5: exit $?"; tail -1 $R/place_5.txt | cut -c1-200
+ipc() { for flags in "" --bwrap --expandable; do
+  timeout -k 5 60 python3 lab/ipc_probe.py $flags > "$R/ipc_$1${flags// /}.txt" 2>&1
+  echo "ipc_probe $1 $flags: exit $?"; tail -1 "$R/ipc_$1${flags// /}.txt" | cut -c1-220
+done; }
+ipc plain
+export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
+nvidia-cuda-mps-control -d && ipc mps
+echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 tar czf "$OUT/r37p.tgz" -C /tmp r37p 2>/dev/null

@@ -1,0 +1,162 @@
+"""Can the parent read a worker's output where the worker computed it? (issue 37: a worker that writes
+DONE before its output's copy into the slot hides that copy in the parent's wake-up, docs/threat-model.md
+"Still open" (3); the planned fix has the parent copy the output itself, straight from the worker's
+memory, so that no copy is left for a worker to hide.)
+
+A child process (the worker's stand-in) makes an output the way a submission does (a tensor from
+PyTorch's caching allocator, 4x16x512 bf16 unless --bytes), exports the allocation that holds it with
+CUDA's IPC (`cuIpcGetMemHandle` of the allocation's base, `cuMemGetAddressRange`) and prints the handle
+and the output's offset; the parent opens it (`cuIpcOpenMemHandle`, timed), copies the output out of
+it on a stream of its own `--calls` times (`cuMemcpyDtoDAsync`, CUDA events around each) beside the
+same copy from memory of its own, and checks the bytes. With --bwrap the child runs in new PID and IPC
+namespaces (bubblewrap, as the sandboxed worker does); with --expandable its allocator uses expandable
+segments (virtual memory: legacy IPC cannot export it, so the child tries the descriptor export
+instead, `cuMemRetainAllocationHandle` + `cuMemExportToShareableHandle`, and says whether it worked).
+Run it as an MPS client too (CUDA_MPS_PIPE_DIRECTORY set, a daemon running), as the fence's processes are.
+
+Usage (GPU machine, repo root):
+    python3 lab/ipc_probe.py [--bwrap] [--expandable] [--calls 50] [--bytes N]
+Prints what each step found, and a last line: opened or not, the open's cost, the copy's median
+from the child's memory against from the parent's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class HANDLE(ctypes.Structure):  # CUipcMemHandle: 64 bytes, passed by value
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+_POSIX_FD = 1                 # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+_LAZY_PEER = 1                # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+
+
+def _lib():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), HANDLE, ctypes.c_uint]
+    lib.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
+                                            ctypes.c_uint64]
+    lib.cuMemcpyDtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    return lib
+
+
+def child(nbytes: int) -> int:
+    """The worker's stand-in: one output, its handle on stdout, alive until stdin closes."""
+    import torch
+
+    lib = _lib()
+    out = torch.arange(nbytes // 2, device="cuda").to(torch.bfloat16)  # (wraps: a pattern, not values)
+    torch.cuda.synchronize()
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    code = lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), out.data_ptr())
+    report = {"offset": out.data_ptr() - base.value, "allocation": size.value, "range_code": code,
+              "checksum": int(out.view(torch.int16).to(torch.int64).sum().item())}
+    handle = HANDLE()
+    report["ipc_code"] = lib.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(base.value))
+    report["handle"] = ctypes.string_at(ctypes.addressof(handle), 64).hex()
+    if report["ipc_code"] != 0:  # virtual memory (expandable segments): the descriptor export instead
+        generic, fd = ctypes.c_uint64(), ctypes.c_int(-1)
+        report["retain_code"] = lib.cuMemRetainAllocationHandle(ctypes.byref(generic), ctypes.c_void_p(base.value))
+        report["export_code"] = lib.cuMemExportToShareableHandle(ctypes.byref(fd), generic, _POSIX_FD,
+                                                                 ctypes.c_ulonglong(0))
+    print(json.dumps(report), flush=True)
+    sys.stdin.read()  # the parent is done with it
+    return 0
+
+
+def _copy_times(lib, stream, dst: int, src: int, nbytes: int, calls: int) -> list[float]:
+    import torch
+
+    times = []
+    for _ in range(calls):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(200_000)  # the copy queues behind it, so no launch gap is timed
+            start.record()
+            code = lib.cuMemcpyDtoDAsync_v2(dst, src, nbytes, ctypes.c_void_p(stream.cuda_stream))
+            end.record()
+        if code != 0:
+            raise RuntimeError(f"cuMemcpyDtoDAsync failed with error {code}")
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bwrap", action="store_true")
+    parser.add_argument("--expandable", action="store_true")
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--bytes", type=int, default=4 * 16 * 512 * 2)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.bytes)
+    import torch
+
+    lib = _lib()
+    torch.empty(1, device="cuda")  # this process's context, before the child's handle is opened
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--bytes", str(args.bytes)]
+    if args.bwrap:
+        sys.path.insert(0, str(ROOT))
+        from harness.api import find_bwrap
+
+        bwrap = find_bwrap()
+        if bwrap is None:
+            print("no bwrap on PATH")
+            return 2
+        command = [bwrap, "--dev-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--"] + command
+    env = dict(os.environ, **({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if args.expandable else {}))
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        if not line:
+            print(f"the child printed nothing (exit {proc.wait()})")
+            return 1
+        report = json.loads(line)
+        print("child:", {k: v for k, v in report.items() if k != "handle"})
+        if report["ipc_code"] != 0:
+            print(f"opened: no (cuIpcGetMemHandle error {report['ipc_code']}; descriptor export error "
+                  f"{report.get('export_code')})")
+            return 1
+        mapped = ctypes.c_uint64()
+        begin = time.perf_counter()
+        code = lib.cuIpcOpenMemHandle_v2(ctypes.byref(mapped), HANDLE.from_buffer_copy(bytes.fromhex(report["handle"])),
+                                         _LAZY_PEER)
+        open_us = (time.perf_counter() - begin) * 1e6
+        if code != 0:
+            print(f"opened: no (cuIpcOpenMemHandle error {code})")
+            return 1
+        nbytes, src = args.bytes, mapped.value + report["offset"]
+        dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        own = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        stream = torch.cuda.Stream()
+        theirs = _copy_times(lib, stream, dst.data_ptr(), src, nbytes, args.calls)
+        ours = _copy_times(lib, stream, own.data_ptr(), dst.data_ptr(), nbytes, args.calls)
+        checksum = int(dst.view(torch.int16).to(torch.int64).sum().item())
+        lib.cuIpcCloseMemHandle(ctypes.c_uint64(mapped.value))
+        same = "bytes match" if checksum == report["checksum"] else "BYTES DIFFER"
+        print(f"opened: yes in {open_us:.0f} µs; {same}; copy of {nbytes} B from the child's memory "
+              f"{statistics.median(theirs):.2f} µs, from the parent's own {statistics.median(ours):.2f} µs "
+              f"(medians of {args.calls}; bwrap {args.bwrap}, expandable {args.expandable}, "
+              f"MPS {'on' if os.environ.get('CUDA_MPS_PIPE_DIRECTORY') else 'off'})")
+        return 0
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
