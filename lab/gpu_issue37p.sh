@@ -9,7 +9,9 @@
 #    with neither.
 # 3. lab/ipc_probe.py (can the parent copy a worker's output out of the worker's own memory: the
 #    planned fix of the early DONE) plain, with --bwrap and with --expandable, then the same three as
-#    clients of an MPS daemon of its own.
+#    clients of an MPS daemon of its own; there too lab/watcher_probe.py (a parent kernel watching DONE
+#    with a bound: does it see DONE, and how much sooner than the stream's own wait) at three
+#    CUDA_DEVICE_MAX_CONNECTIONS.
 # Outputs packed into r37p.tgz. Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37p.sh
 source lab/h200_setup.sh
 R=/tmp/r37p; mkdir -p $R
@@ -43,5 +45,11 @@ done; }
 ipc plain
 export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
 nvidia-cuda-mps-control -d && ipc mps
+for conn in default 1 32; do  # (a bounded watcher of DONE: does it hang, how much sooner does it see DONE)
+  if [ $conn = default ]; then unset CUDA_DEVICE_MAX_CONNECTIONS; else export CUDA_DEVICE_MAX_CONNECTIONS=$conn; fi
+  timeout -k 5 60 python3 lab/watcher_probe.py --calls 100 > $R/watcher_$conn.txt 2>&1
+  echo "watcher_probe, connections $conn: exit $?"; tail -1 $R/watcher_$conn.txt | cut -c1-220
+done
+unset CUDA_DEVICE_MAX_CONNECTIONS
 echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 tar czf "$OUT/r37p.tgz" -C /tmp r37p 2>/dev/null

@@ -1,0 +1,176 @@
+"""Can a kernel of the parent's watch DONE without hanging, and how much sooner than the stream's own
+wait does it see it? (issue 37: an early DONE hides the worker's last step in the parent's wake-up
+after DONE, docs/threat-model.md "Still open" (3); a watcher kernel that spun on DONE without a bound
+hung the fenced run on the H100, BENCHMARKS.md.)
+
+Two processes share a fence buffer (harness/api.py `Buffer`, its descriptor passed to the child), as
+the parent and the worker do. Per call the child (the worker's stand-in) enqueues on a stream of its
+own: wait GATE >= seq, a kernel that sleeps ~--work-us, DONE := seq, and says so; the parent then
+enqueues on its stream, behind a flag of its own released once all is enqueued (the fence's GO):
+E_mid, GATE := seq, the wait for DONE, E_end, the wait being either the
+stream's own (`cuStreamWaitValue32`, what the fence does) or a watcher kernel: one block polling DONE
+from the SMs with a bound (--limit-us; past it, it stops and records that it timed out), followed by
+the stream's own wait (so that a timed-out watcher still waits for DONE). Calls alternate the two.
+A watcher that never sees DONE within its bound means the worker's kernels did not run beside it
+(the hang's cause); one that sees it shortens the wake-up by the difference of the two medians.
+CUDA_DEVICE_MAX_CONNECTIONS (the hardware queues a context's streams share) is read from the
+environment by both processes, as is MPS (run it as an MPS client, as the fence's processes are).
+
+Usage (GPU machine, repo root):
+    python3 lab/watcher_probe.py [--calls 100] [--work-us 10] [--limit-us 500]
+Prints both waits' median interval, the watcher's timeouts, and how long it spun when it saw DONE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Thread 0 polls DONE (cyclic compare, as the stream wait's GEQ), bounded by the global timer; out[0]
+# = 1 when it saw DONE, 2 when it timed out; out[1] = the ns it spun.
+_PTX = rb"""
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry spin_done(.param .u64 flag, .param .u32 seq, .param .u64 limit_ns, .param .u64 out)
+{
+    .reg .pred  %p<4>;
+    .reg .b32   %r<8>;
+    .reg .b64   %rd<10>;
+
+    mov.u32         %r1, %tid.x;
+    setp.ne.u32     %p1, %r1, 0;
+    @%p1 bra        END;
+    ld.param.u64    %rd1, [flag];
+    ld.param.u32    %r2, [seq];
+    ld.param.u64    %rd2, [limit_ns];
+    ld.param.u64    %rd3, [out];
+    mov.u32         %r5, 2;
+    mov.u64         %rd4, %globaltimer;
+POLL:
+    ld.volatile.global.u32 %r3, [%rd1];
+    sub.s32         %r4, %r3, %r2;
+    setp.ge.s32     %p2, %r4, 0;
+    @%p2 bra        SEEN;
+    mov.u64         %rd5, %globaltimer;
+    sub.u64         %rd6, %rd5, %rd4;
+    setp.lt.u64     %p3, %rd6, %rd2;
+    @%p3 bra        POLL;
+    bra             DONE;
+SEEN:
+    mov.u32         %r5, 1;
+DONE:
+    mov.u64         %rd7, %globaltimer;
+    sub.u64         %rd8, %rd7, %rd4;
+    st.global.u64   [%rd3+8], %rd8;
+    cvt.u64.u32     %rd9, %r5;
+    st.global.u64   [%rd3], %rd9;
+END:
+    ret;
+}
+"""
+
+
+def child(fd: int, work_us: float) -> int:
+    """The worker's stand-in: per seq read on stdin, GATE -> a sleeping kernel -> DONE, then "ok"."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from harness.api import Buffer, fence
+
+    flags = fence.StreamFlags(Buffer(4096, "cuda", fd))
+    stream = torch.cuda.Stream()
+    cycles = int(work_us * 1.8e3)  # ~1.8 GHz
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(cycles)  # (loaded before any wait: a first launch behind GATE would wait for an idle GPU)
+    torch.cuda.synchronize()
+    for line in sys.stdin:
+        seq = int(line)
+        with torch.cuda.stream(stream):
+            flags.wait(stream, fence.GATE, seq)
+            torch.cuda._sleep(cycles)
+            flags.write(stream, fence.DONE, seq)
+        print("ok", flush=True)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--work-us", type=float, default=10.0)
+    parser.add_argument("--limit-us", type=float, default=500.0)
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        return child(args.child, args.work_us)
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from harness.api import Buffer, driver_call, fence
+
+    buffer = Buffer(4096, "cuda")
+    buffer.bytes_tensor().zero_()
+    flags = fence.StreamFlags(buffer)
+    module, function = ctypes.c_void_p(), ctypes.c_void_p()
+    driver_call("ModuleLoadData", ctypes.byref(module), ctypes.c_char_p(_PTX))
+    driver_call("ModuleGetFunction", ctypes.byref(function), module, b"spin_done")
+    out = torch.zeros(2, dtype=torch.int64, device="cuda")
+    go_buffer = Buffer(4096, "cuda")  # the parent's own: its stream runs a call's sequence once all is enqueued
+    go_buffer.bytes_tensor().zero_()
+    go = fence.StreamFlags(go_buffer)
+    stream, side = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", str(buffer.fd),
+                             "--work-us", str(args.work_us)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, pass_fds=(buffer.fd,))
+    times: dict[str, list[float]] = {"stream": [], "watcher": []}
+    timeouts, spun = 0, []
+    try:
+        for seq in range(1, 2 * args.calls + 1):
+            how = "watcher" if seq % 2 else "stream"
+            proc.stdin.write(f"{seq}\n")
+            proc.stdin.flush()
+            if proc.stdout.readline().strip() != "ok":
+                print(f"the child stopped at call {seq} (exit {proc.poll()})")
+                return 1
+            mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with torch.cuda.stream(stream):
+                go.wait(stream, 0, seq)
+                mid.record()
+                flags.write(stream, fence.GATE, seq)
+                if how == "watcher":
+                    values = (ctypes.c_uint64(flags.base + fence.DONE), ctypes.c_uint32(seq),
+                              ctypes.c_uint64(int(args.limit_us * 1e3)), ctypes.c_uint64(out.data_ptr()))
+                    params = (ctypes.c_void_p * 4)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
+                    driver_call("LaunchKernel", function, 1, 1, 1, 32, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream),
+                                params, None)
+                flags.wait(stream, fence.DONE, seq)  # (after a watcher too: one that timed out still waits)
+                end.record()
+            go.write(side, 0, seq)  # (no launch time of the host's in the interval, as in the fence)
+            end.synchronize()
+            times[how].append(mid.elapsed_time(end) * 1e3)
+            if how == "watcher":
+                seen, ns = (int(v) for v in out.tolist())
+                timeouts += seen != 1
+                if seen == 1:
+                    spun.append(ns / 1e3)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    stream_us, watcher_us = (statistics.median(times[k][5:]) for k in ("stream", "watcher"))
+    print(f"stream's own wait: median {stream_us:.2f} µs; watcher: median {watcher_us:.2f} µs "
+          f"({stream_us - watcher_us:+.2f} µs sooner), timed out in {timeouts} of {len(times['watcher'])} calls"
+          + (f", spun {statistics.median(spun):.1f} µs (median) when it saw DONE" if spun else "")
+          + f" (work {args.work_us:g} µs, bound {args.limit_us:g} µs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
