@@ -44,12 +44,16 @@ ipc() { for flags in "" --bwrap --expandable; do
 done; }
 ipc plain
 export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
-nvidia-cuda-mps-control -d && ipc mps
-for conn in default 1 32; do  # (a bounded watcher of DONE: does it hang, how much sooner does it see DONE)
-  if [ $conn = default ]; then unset CUDA_DEVICE_MAX_CONNECTIONS; else export CUDA_DEVICE_MAX_CONNECTIONS=$conn; fi
-  timeout -k 5 60 python3 lab/watcher_probe.py --calls 100 > $R/watcher_$conn.txt 2>&1
-  echo "watcher_probe, connections $conn: exit $?"; tail -1 $R/watcher_$conn.txt | cut -c1-220
-done
-unset CUDA_DEVICE_MAX_CONNECTIONS
+if nvidia-cuda-mps-control -d; then
+  ipc mps
+  for conn in default 1 32; do  # (a bounded watcher of DONE: does it hang, how much sooner does it see DONE)
+    if [ $conn = default ]; then unset CUDA_DEVICE_MAX_CONNECTIONS; else export CUDA_DEVICE_MAX_CONNECTIONS=$conn; fi
+    timeout -k 5 60 python3 lab/watcher_probe.py --calls 100 > $R/watcher_$conn.txt 2>&1
+    echo "watcher_probe, connections $conn: exit $?"; tail -1 $R/watcher_$conn.txt | cut -c1-220
+  done
+  unset CUDA_DEVICE_MAX_CONNECTIONS
+else
+  echo "no MPS daemon: the probes that need one were not run"
+fi
 echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 tar czf "$OUT/r37p.tgz" -C /tmp r37p 2>/dev/null
