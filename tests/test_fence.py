@@ -441,9 +441,14 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
         def __init__(self, **_):
             pass
 
-        record = lambda self, *a: None  # noqa: E731
-        query = lambda self: True  # noqa: E731
-        elapsed_time = lambda self, other: 0.02  # noqa: E731
+        def record(self, *_):
+            pass
+
+        def query(self):
+            return True
+
+        def elapsed_time(self, other):
+            return 0.02
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: __import__("contextlib").nullcontext())
