@@ -6,14 +6,13 @@ S=/tmp/standalone; R=/tmp/rmps; mkdir -p $R
 python3 lab/standalone.py $S tests/honest/multi_kernel.py > /dev/null
 for mode in plain mps; do
   if [ $mode = mps ]; then
-    export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
-    nvidia-cuda-mps-control -d
+    start_mps $R
   fi
   timeout 50 python3 lab/cupti_compare.py $S/multi_kernel.py --calls 8 --case 0 --case 2 > $R/mk_$mode.txt 2>&1
   echo "multi_kernel $mode: exit $?"
   timeout 40 python3 lab/cupti_compare.py submissions/triton_bf16.py --calls 8 --case 0 --case 3 > $R/bf16_$mode.txt 2>&1
   echo "bf16 $mode: exit $?"
 done
-echo quit | nvidia-cuda-mps-control
+stop_mps
 tar czf "$OUT/rmps.tgz" -C /tmp rmps 2>/dev/null
 for f in $R/*.txt; do echo "--- $f"; grep -A4 "case " $f | head -5 | cut -c1-110; done

@@ -8,16 +8,14 @@ S=/tmp/standalone; R=/tmp/r37g; mkdir -p $R
 python3 lab/standalone.py $S tests/honest/multi_kernel.py > /dev/null
 for mode in ${MODES:-plain mps}; do
   if [ $mode = mps ]; then
-    export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
-    nvidia-cuda-mps-control -d
+    start_mps $R
   fi
   timeout 60 python3 lab/wait_cost_probe.py --label $mode --file $S/multi_kernel.py > $R/probe_mk_$mode.txt 2>&1
   echo "probe multi_kernel $mode: exit $?"
   timeout 60 python3 lab/wait_cost_probe.py --label $mode --file submissions/triton_bf16.py > $R/probe_bf16_$mode.txt 2>&1
   echo "probe bf16 $mode: exit $?"
 done
-echo quit | nvidia-cuda-mps-control
-unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+stop_mps
 [ -n "${NO_F:-}" ] || OUT=$OUT bash lab/gpu_issue37f.sh > $R/f.txt 2>&1
 echo "37f: exit $?"
 tar czf "$OUT/r37g.tgz" -C /tmp r37g 2>/dev/null

@@ -5,14 +5,12 @@
 source lab/h200_setup.sh
 S=/tmp/standalone; R=/tmp/r37h; mkdir -p $R
 python3 lab/standalone.py $S tests/honest/multi_kernel.py > /dev/null
-export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
-nvidia-cuda-mps-control -d
+start_mps $R
 for st in own default blocking; do
   timeout -k 10 120 python3 lab/wait_cost_probe.py --two-process --child-stream $st --label mps --file $S/multi_kernel.py >> $R/probe2.txt 2>&1
 done
 echo "probe two-process mps: exit $?"
-echo quit | nvidia-cuda-mps-control
-unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY  # (the harness starts its own daemon)
+stop_mps  # (the harness starts its own daemon)
 tar czf "$OUT/r37h.tgz" -C /tmp r37h 2>/dev/null
 cut -c1-150 $R/probe2.txt | tail -20
 OUT=$OUT bash lab/gpu_issue37f.sh > $R/f.txt 2>&1

@@ -43,8 +43,7 @@ ipc() { for flags in "" --bwrap --expandable; do
   echo "ipc_probe $1 $flags: exit $?"; tail -1 "$R/ipc_$1${flags// /}.txt" | cut -c1-220
 done; }
 ipc plain
-export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
-if nvidia-cuda-mps-control -d; then
+if start_mps $R; then
   ipc mps
   for conn in default 1 32; do  # (a bounded watcher of DONE: does it hang, how much sooner does it see DONE)
     if [ $conn = default ]; then unset CUDA_DEVICE_MAX_CONNECTIONS; else export CUDA_DEVICE_MAX_CONNECTIONS=$conn; fi
@@ -55,5 +54,5 @@ if nvidia-cuda-mps-control -d; then
 else
   echo "no MPS daemon: the probes that need one were not run"
 fi
-echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+stop_mps
 tar czf "$OUT/r37p.tgz" -C /tmp r37p 2>/dev/null

@@ -15,8 +15,7 @@ cupti() { for f in triton_bf16 triton_fp8 triton_mxfp4; do
   echo "cupti $f $1: exit $?"
 done; }
 cupti plain
-export CUDA_MPS_PIPE_DIRECTORY=$R/pipe CUDA_MPS_LOG_DIRECTORY=$R/log; mkdir -p $R/pipe $R/log
-nvidia-cuda-mps-control -d && cupti mps
-echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+start_mps $R && cupti mps
+stop_mps
 tar czf "$OUT/r37q.tgz" -C /tmp r37q 2>/dev/null
 for f in $R/cupti_*.txt; do echo "--- $(basename $f .txt)"; grep -E "^ +[0-9]+×" $f | cut -c1-110; done

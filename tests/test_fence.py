@@ -411,6 +411,8 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     never comes (the hang of --mode benchmark, whose runs launch no test first). So every aten op the
     sequence runs, but its plain copies (memcpy, no kernel), is one `_load_kernels` runs at the fence's
     start. Logged here on the CPU with fakes for the flags, events and streams."""
+    import contextlib
+
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from harness.parent import fence as fence_module
@@ -451,7 +453,7 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
             return 0.02
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: None)
     fence = object.__new__(fence_module.Fence)
     fence.flush_buffer = torch.zeros(4096, dtype=torch.uint8)
@@ -463,7 +465,8 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
         fence._load_kernels()
     gated = Log()
     fence.flags, fence.go = Flags(), Flags(gated)
-    first, slot = (torch.zeros(64, dtype=torch.uint8), torch.ones(64, dtype=torch.uint8)), torch.ones(128, dtype=torch.uint8)
+    first = (torch.zeros(64, dtype=torch.uint8), torch.ones(64, dtype=torch.uint8))
+    slot = torch.ones(128, dtype=torch.uint8)
     rest = (torch.zeros(32), torch.ones(32))
     with gated:
         gated.on = False
