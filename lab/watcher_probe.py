@@ -126,6 +126,18 @@ def main() -> int:
     go_buffer.bytes_tensor().zero_()
     go = fence.StreamFlags(go_buffer)
     stream, side = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def launch(seq: int) -> None:
+        values = (ctypes.c_uint64(flags.base + fence.DONE), ctypes.c_uint32(seq),
+                  ctypes.c_uint64(int(args.limit_us * 1e3)), ctypes.c_uint64(out.data_ptr()))
+        params = (ctypes.c_void_p * 4)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
+        driver_call("LaunchKernel", function, 1, 1, 1, 32, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream),
+                    params, None)
+
+    # Launched once before any wait (DONE is 0, so it sees it at once): under lazy module loading a
+    # first launch behind GO waits for an idle GPU, which never comes (the unbounded watcher's hang on
+    # the H100 may have been that and not the watcher itself).
+    launch(0)
     torch.cuda.synchronize()
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", str(buffer.fd),
                              "--work-us", str(args.work_us)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -146,11 +158,7 @@ def main() -> int:
                 mid.record()
                 flags.write(stream, fence.GATE, seq)
                 if how == "watcher":
-                    values = (ctypes.c_uint64(flags.base + fence.DONE), ctypes.c_uint32(seq),
-                              ctypes.c_uint64(int(args.limit_us * 1e3)), ctypes.c_uint64(out.data_ptr()))
-                    params = (ctypes.c_void_p * 4)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
-                    driver_call("LaunchKernel", function, 1, 1, 1, 32, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream),
-                                params, None)
+                    launch(seq)
                 flags.wait(stream, fence.DONE, seq)  # (after a watcher too: one that timed out still waits)
                 end.record()
             go.write(side, 0, seq)  # (no launch time of the host's in the interval, as in the fence)
