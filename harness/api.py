@@ -20,16 +20,16 @@ What each name is:
                         Nsight Compute as the audit runs it
   Buffer, driver_call, Census
                         GPU memory shared across processes, a CUDA driver call, the census kernel
-  fence, launch, mps, compat, Recorder
-                        the parent's fence, the worker launcher, the run's MPS daemon, the competition
-                        compatibility shim, and --mode compile's launch recorder (modules and classes
-                        lab/ experiments patch or drive)
+  fence, launch, mps, watcher, compat, Recorder
+                        the parent's fence, the worker launcher, the run's MPS daemon, the fence's DONE
+                        watcher, the competition compatibility shim, and --mode compile's launch
+                        recorder (modules and classes lab/ experiments patch or drive)
 """
 
 from harness.cli import main
 from harness.compile.record import Recorder
 from harness.device import detect, measure_copy_bandwidth
-from harness.parent import fence, launch, mps
+from harness.parent import fence, launch, mps, watcher
 from harness.parent.allowlist import allowed_paths
 from harness.parent.audit import find_ncu, kernel_times, ncu_command
 from harness.parent.case import clone_tree
@@ -50,4 +50,4 @@ __all__ = ["allowed_paths", "Buffer", "bwrap_command", "CallTimer", "capture_gra
            "clone_tree", "compat", "dequantize_mxfp4", "detect", "driver_call", "fence", "find_bwrap",
            "find_ncu", "kernel_times", "launch", "load_module", "load_problem", "load_task", "main",
            "measure_copy_bandwidth", "mps", "ncu_command", "Recorder", "SpecError", "start_worker", "Store",
-           "tensors", "write_page"]
+           "tensors", "watcher", "write_page"]

@@ -428,6 +428,8 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
             return func(*args, **(kwargs or {}))
 
     class Flags:
+        base = 0
+
         def __init__(self, log=None):
             self.log = log
 
@@ -461,8 +463,13 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     fence.cost = fence.least_cost = None
     fence.stream = fence.side = types.SimpleNamespace(wait_stream=lambda other: None)
     fence.census = types.SimpleNamespace(launch=lambda stream: None, missed=lambda: 0, sms=4)
+    watched = []  # the watcher's launches (PTX through the driver, not aten: logged by call number)
+    fence.watcher = types.SimpleNamespace(launch=lambda stream, flag, seq, slot, limit_s: watched.append(seq),
+                                          changed=lambda snapshot: (True, 0))
+    fence.flags = Flags()
     with Log() as warm:
         fence._load_kernels()
+    assert watched == [0]
     gated = Log()
     fence.flags, fence.go = Flags(), Flags(gated)
     first = (torch.zeros(64, dtype=torch.uint8), torch.ones(64, dtype=torch.uint8))
@@ -471,7 +478,7 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     with gated:
         gated.on = False
         reading = fence.run(1, lambda: rest[0].copy_(rest[1]), first, slot, torch.empty_like(slot), deadline=math.inf)
-    assert reading is not None and gated.ops  # (the sequence ran: its flush, its copies)
+    assert reading is not None and gated.ops and watched == [0, 1]  # (the sequence ran: its flush, copies, watcher)
     assert {"zero_", "sum"} <= warm.ops
     assert gated.ops - {"copy_"} <= warm.ops, gated.ops - warm.ops
 

@@ -6,8 +6,8 @@ in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call 
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
   parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
-                  E_mid, refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a
-                  private snapshot, E_end; then the parent's host writes GO := seq
+                  E_mid, refill the first input, GATE := seq, the watcher, wait DONE >= seq, copy the
+                  slot into a private snapshot, E_end; then the parent's host writes GO := seq
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
 the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
@@ -23,6 +23,9 @@ copies lands inside the interval (the output depends on it); the first input (q)
 E_mid, so nothing that needs it can start before the clock. The census (harness/parent/census.py) proves
 that every SM was free of the worker's kernels after the refill and the flush: nothing the worker
 loaded on chip before then survives into the call, and a call where an SM stayed held is rejected.
+The watcher (harness/parent/watcher.py) samples the slot from an SM the moment DONE is written: a
+call whose output changed after its DONE (a last step left to run in the stream's wake-up, which the
+null calls subtract) is rejected.
 
 The two processes' streams meet on the GPU only under MPS, which the run starts (harness/parent/mps.py):
 across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
@@ -40,6 +43,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from harness.parent.census import Census
+from harness.parent.watcher import DoneWatcher
 from harness.device import flush_bytes
 from harness.worker.shared_memory import DONE, GATE, Buffer, SharedMemoryError, StreamFlags
 
@@ -72,6 +76,7 @@ class Reading:
     held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
     census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
     least_s: float = math.nan  # the interval less the fastest null call: what the call took at the least
+    changed: int = 0    # words of the output the watcher sampled at DONE that changed before the snapshot
 
 
 class FenceError(RuntimeError):
@@ -85,6 +90,9 @@ class Fence:
     # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
+    # Whether a watcher kernel (harness/parent/watcher.py) samples the output the moment DONE is
+    # written, so that a call whose output changes after its DONE is rejected.
+    watch_done = True
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -95,8 +103,9 @@ class Fence:
         self._go_buffer.bytes_tensor().zero_()
         try:
             self.census = Census()
+            self.watcher = DoneWatcher()
         except (SharedMemoryError, OSError, AttributeError) as exc:
-            raise FenceError(f"the census kernel did not load ({exc})") from None
+            raise FenceError(f"the fence's kernels did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
         self.stream = torch.cuda.Stream()
         self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
@@ -203,8 +212,9 @@ class Fence:
         module and waits for the device to go idle, which it never does while the parent's own stream
         waits on GO, written only after that launch returns: the parent would hang in its first null
         call wherever nothing earlier in the process had launched them (--mode benchmark, which runs
-        no tests first)."""
+        no tests first). The watcher's DONE is already 0, so it returns at once."""
         self._flush()
+        self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0)
 
     def _flush(self) -> None:
         """L2 flushed on the current stream: written (it holds none of the inputs), then read (its
@@ -252,6 +262,8 @@ class Fence:
                 self.census.launch(stream)
                 counted.record()
             flags.write(stream, GATE, seq)
+            if self.watch_done:
+                self.watcher.launch(stream, flags.base + DONE, seq, slot, max(0.0, deadline - time.monotonic()) + 1.0)
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
@@ -272,8 +284,9 @@ class Fence:
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
         least = interval - self.cost_s(nbytes, least=True)
         typical = interval - self.cost_s(nbytes)
+        changed = self.watcher.changed(snapshot)[1] if self.watch_done else 0
         # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
-        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least)
+        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, changed)
 
     @staticmethod
     def held(reading: Reading) -> str:

@@ -19,6 +19,7 @@ from harness.worker import shared_memory
 from harness.worker.channel import ChannelClosed, ChannelError, ChannelTimeout, printable, printable_line
 from harness.device import DeviceInfo
 from harness.parent.launch import WorkerProcess, start_worker
+from harness.parent.watcher import SAMPLES
 from harness.timing import CallTiming
 
 # A request is a small frame that fits the socket's buffer whole, so a worker waiting for it takes it at
@@ -200,7 +201,9 @@ class Sandbox:
         parent opened the gate before the call was enqueued."""
         fence, deadline = self.fence, time.monotonic() + timeout
         seq = fence.next_seq()
-        self._slot.fill_(0)  # a stale slot must not pass for this call's answer
+        # 0xFF bytes: a stale slot must not pass for this call's answer, and a write after DONE changes
+        # what the watcher sampled (a bf16 NaN is no correct answer)
+        self._slot.view(-1).view(torch.uint8).fill_(0xFF)
         snapshot = torch.empty_like(self._slot)
         torch.cuda.synchronize()
         start = time.perf_counter()
@@ -236,6 +239,16 @@ class Sandbox:
             self._enqueue_times.append(enqueued)
         else:
             enqueued = time.perf_counter() - start
+        described, timing = self._collect_fenced(reply, reading, enqueued, ready, deadline)
+        if reading.changed:
+            raise WorkerFailure("early end", f"the call signalled its end (DONE) before its output was final: "
+                                f"{reading.changed} of {SAMPLES} words of the output sampled when it did changed "
+                                "afterwards (nothing may write the output after DONE)")
+        return (snapshot if reply.get("copied") is True else described), timing
+
+    def _collect_fenced(self, reply: dict, reading: Any, enqueued: float, ready: bool,
+                        deadline: float) -> tuple[OutputLayout, CallTiming]:
+        """The fenced call's own reply read (its output's layout, its worker-side figures), and its timing."""
         self._send({"op": "collect"})
         own = self._answer(max(1.0, deadline - time.monotonic()), "the call's own timing", "output")
         try:
@@ -247,9 +260,7 @@ class Sandbox:
                                      _text(layout["device"], 20))
         except (KeyError, TypeError, ValueError, OverflowError):
             self._protocol_error(own)
-        if reply.get("copied") is not True:
-            return described, timing
-        return snapshot, timing
+        return described, timing
 
     def _release(self, fence: Any, seq: int) -> None:
         """The parent's stream freed after a fenced call failed: DONE written by the parent; where the

@@ -1,0 +1,67 @@
+"""The DONE watcher's judgement on the CPU (harness/parent/watcher.py): what its record says against the
+parent's snapshot, and what a call whose output changed after DONE gets. The kernel itself runs on
+GPUs only (lab/watcher_check.py checks it there against `offsets`)."""
+import torch
+from test_fence import FakeFence, fenced_box, forged, no_cuda_sync  # noqa: F401 (autouse: no CUDA here)
+
+import pytest
+
+from harness.parent import sandbox, watcher
+from harness.parent.fence import Reading
+
+
+def record(seed: int, words: torch.Tensor, seen: int = 1) -> torch.Tensor:
+    """What the kernel leaves in `out` for a slot holding `words` at DONE (its offsets: `offsets`)."""
+    at = torch.tensor(watcher.offsets(seed, words.numel()))
+    head = torch.tensor([seen, 0, 0, 0], dtype=torch.int32)
+    return torch.cat([head, at.int(), words[at]])
+
+
+def test_offsets_are_in_the_slot_and_move_with_the_seed():
+    for nwords in (1, 7, 4096, 1 << 20):
+        for seed in (0, 1, 0xFFFFFFFF):
+            assert all(0 <= o < nwords for o in watcher.offsets(seed, nwords))
+    a, b = watcher.offsets(1, 1 << 20), watcher.offsets(2, 1 << 20)
+    assert len(set(a)) > watcher.SAMPLES * 0.95 and len(set(a) & set(b)) < 5
+
+
+def test_a_slot_unchanged_since_done_passes_and_one_changed_word_is_counted():
+    slot = torch.arange(2048, dtype=torch.int32).view(torch.bfloat16)  # 4096 bf16: 2048 words
+    out = record(7, slot.view(torch.int32))
+    assert watcher.compare(out, slot.clone()) == (True, 0)
+    later = slot.clone()
+    later.view(torch.int32)[watcher.offsets(7, 2048)[5]] = -1  # one sampled word written after DONE
+    assert watcher.compare(out, later) == (True, 1)
+    later.view(torch.int32).fill_(3)  # the whole output written after DONE
+    assert watcher.compare(out, later) == (True, watcher.SAMPLES)
+
+
+def test_a_watcher_that_never_saw_done_judges_nothing():
+    slot = torch.zeros(512, dtype=torch.bfloat16)
+    out = record(3, slot.view(torch.int32), seen=2)
+    assert watcher.compare(out, torch.ones_like(slot)) == (False, 0)
+
+
+def test_an_output_changed_after_done_fails_the_call_in_one_line_and_the_run_goes_on():
+    """A worker that signals DONE before its last step ends (its output's copy, a kernel on another
+    stream) passes the snapshot, which the parent's stream takes after its wake-up; the watcher's
+    samples at DONE differ from it, and the call fails with one line. The worker is not ended: the call
+    is over and its reply was read, so the next case runs."""
+
+    class EarlyFence(FakeFence):
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+            self.slot_at_gate = slot.clone()
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline)
+            return Reading(reading.interval_s, reading.call_s, changed=17)
+
+    slot = torch.full((2, 8), 7.0, dtype=torch.bfloat16)
+    fence = EarlyFence(40e-6)
+    box, sent = fenced_box(forged(slot.shape), fence, slot)
+    box.worker.kill = lambda: pytest.fail("the worker was ended")
+    with pytest.raises(sandbox.WorkerFailure) as failure:
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert failure.value.kind == "early end" and not failure.value.fatal
+    assert f"17 of {watcher.SAMPLES} words of the output sampled when it did changed afterwards" in str(failure.value)
+    assert "\n" not in str(failure.value) and sent == ["call", "collect"]
+    # the slot held 0xFF bytes when the call began: no stale answer, and any write after DONE changes it
+    assert bool((fence.slot_at_gate.view(torch.uint8) == 0xFF).all())
