@@ -8,11 +8,11 @@ slot, so the copy (~3 µs at 64-512 KiB on the H100) races the parent's wake-up.
 SUBMISSION_EARLY_DONE=combine writes DONE before triton_bf16's combine kernel instead (split-K plans:
 the combine and the copy race the wake-up), =off never. The work is honest (the bundled triton_bf16
 kernel, loaded as forges_fence.py does) and the loop's own DONE follows as usual (GPU only).
-Must get: fenced, rejected on the parent's snapshot (the copy had not ended when the parent took it:
-"timed call N: ..."), or a pass no faster than triton_bf16 in the same run, within 3% per case: the
-parent's clock must not close before the output is complete, whatever the worker signals. The fence
-as it is subtracts the whole wake-up after DONE, so this file measures how much of it the early DONE
-wins (docs/threat-model.md, "Still open" (3)). Unfenced, and on the CPU: exactly triton_bf16."""
+Must get: fenced, rejected: "early end" (the parent's DONE watcher, harness/parent/watcher.py,
+sampled the slot the moment DONE was written, and the copy changed it afterwards), or on the parent's
+snapshot ("timed call N: ..."); never a pass faster than triton_bf16 in the same run: the parent's
+clock must not close before the output is complete, whatever the worker signals (docs/threat-model.md,
+"Still open" (3)). Unfenced, and on the CPU: exactly triton_bf16."""
 import importlib.util
 import os
 from pathlib import Path
