@@ -91,8 +91,10 @@ class Fence:
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
     # Whether a watcher kernel (harness/parent/watcher.py) samples the output the moment DONE is
-    # written, so that a call whose output changes after its DONE is rejected.
-    watch_done = True
+    # written, so that a call whose output changes after its DONE is rejected. Off until measured on a
+    # GPU: it holds one warp of one SM through the call, and a kernel whose one wave fills every SM's
+    # registers (the bundled Triton files) may pay for that with a second wave (lab/gpu_issue37r.sh).
+    watch_done = False
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")

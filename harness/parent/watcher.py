@@ -68,8 +68,9 @@ def _regs(kind: str, names: str) -> str:
     return "\n".join(f"    .reg .{kind} %{n}{j};" for n in names for j in range(PER_LANE))
 
 
-# Every lane polls DONE (the same word: one L2 request a round) until it reaches seq, as the stream
-# wait's GEQ compares, or until limit_ns passes; then the samples, all loads issued before any store.
+# Every lane polls DONE (the same word: one L2 request a round; relaxed loads, so no round invalidates
+# the SM's L1 under a worker's kernel) until it reaches seq, as the stream wait's GEQ compares, or until
+# limit_ns passes; then one acquire fence, and the samples, all loads issued before any store.
 _PTX = f"""
 .version 7.0
 .target sm_70
@@ -100,7 +101,7 @@ _PTX = f"""
     mov.u32         %r5, 2;
     mov.u64         %rd3, %globaltimer;
 POLL:
-    ld.acquire.gpu.global.u32 %r2, [%rd1];
+    ld.relaxed.gpu.global.u32 %r2, [%rd1];
     sub.s32         %r3, %r2, %r1;
     setp.ge.s32     %p1, %r3, 0;
     @%p1 bra        SEEN;
@@ -110,6 +111,7 @@ POLL:
     @%p2 bra        POLL;
     bra             HEAD;
 SEEN:
+    fence.acq_rel.gpu;
     mov.u32         %r5, 1;
     mov.u64         %rd4, %globaltimer;
 {"".join(_sample(j) for j in range(PER_LANE))}
@@ -138,15 +140,17 @@ class DoneWatcher:
         driver_call("ModuleLoadData", ctypes.byref(self._module), ctypes.c_char_p(_PTX))
         driver_call("ModuleGetFunction", ctypes.byref(self._function), self._module, b"watch_done")
         self.out = torch.zeros(_HEAD + 2 * SAMPLES, dtype=torch.int32, device="cuda")
-        self.seed = 0
+        self.seed, self.armed = 0, False
 
     def launch(self, stream: "torch.cuda.Stream", flag_address: int, seq: int, slot: torch.Tensor,
                limit_s: float) -> None:
         """Enqueue the watcher of call `seq` on `stream`: it waits for the 32-bit flag at `flag_address`
-        to reach `seq` (at most `limit_s`), then samples `slot` (at least 4 bytes)."""
-        nwords = slot.numel() * slot.element_size() // 4
-        if nwords < 1:
-            raise ValueError("the DONE watcher samples slots of at least 4 bytes")
+        to reach `seq` (at most `limit_s`), then samples `slot`'s whole 32-bit words (of a slot of 16 GiB
+        or more, its first 2**32 - 1). A slot under 4 bytes is not watched."""
+        nwords = min(slot.numel() * slot.element_size() // 4, 0xFFFFFFFF)
+        self.armed = nwords > 0
+        if not self.armed:
+            return
         self.seed = secrets.randbits(32)
         values = (ctypes.c_uint64(flag_address), ctypes.c_uint32(seq & 0xFFFFFFFF), ctypes.c_uint64(slot.data_ptr()),
                   ctypes.c_uint32(nwords), ctypes.c_uint32(self.seed), ctypes.c_uint64(max(1, int(limit_s * 1e9))),
@@ -159,17 +163,17 @@ class DoneWatcher:
         """(whether the watcher saw DONE within its bound, how many of its sampled words differ in
         `snapshot`, the parent's copy of the slot taken after DONE) for the last call, once the
         stream that ran it has passed it."""
-        return compare(self.out, snapshot)
+        return compare(self.out, snapshot) if self.armed else (False, 0)
 
 
 def compare(out: torch.Tensor, snapshot: torch.Tensor) -> tuple[bool, int]:
     """What the watcher's record `out` says against `snapshot` (see `DoneWatcher.changed`)."""
+    if int(out[0].item()) != 1:  # (its offsets are then another call's, perhaps past this slot's end)
+        return False, 0
     raw = snapshot.reshape(-1).view(torch.uint8)
     words = raw[: raw.numel() // 4 * 4].view(torch.int32)
     offsets = out[_HEAD:_HEAD + SAMPLES].long()
-    differ = (words[offsets] != out[_HEAD + SAMPLES:]).sum()
-    seen, differing = torch.stack([out[0].long(), differ.long()]).tolist()
-    return seen == 1, int(differing) if seen == 1 else 0
+    return True, int((words[offsets] != out[_HEAD + SAMPLES:]).sum().item())
 
 
 def offsets(seed: int, nwords: int) -> list[int]:
