@@ -44,7 +44,8 @@ def main() -> int:
     ok = True
 
     slot.copy_(answer)
-    watch.launch(torch.cuda.current_stream(), done, 0, slot, 1.0)
+    started = torch.zeros(1, dtype=torch.int32, device="cuda")
+    watch.launch(torch.cuda.current_stream(), done, 0, slot, 1.0, started.data_ptr())
     torch.cuda.synchronize()
     out = watch.out.cpu()
     at = out[4:4 + watcher.SAMPLES].tolist()
@@ -65,7 +66,7 @@ def main() -> int:
             snapshot = torch.empty_like(slot)
             slot.view(torch.uint8).fill_(0xFF)
             torch.cuda.synchronize()
-            watch.launch(parent, done, seq, slot, 1.0)
+            watch.launch(parent, done, seq, slot, 1.0, started.data_ptr())
             with torch.cuda.stream(worker):
                 torch.cuda._sleep(20_000)  # (~10 µs: the watcher is polling before DONE)
                 if order == "honest":

@@ -461,12 +461,13 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     fence.flush_buffer = torch.zeros(4096, dtype=torch.uint8)
     fence._words, fence._sink = fence.flush_buffer.view(torch.float32), torch.zeros(())
     fence.cost = fence.least_cost = None
-    fence.stream = fence.side = types.SimpleNamespace(wait_stream=lambda other: None)
+    fence.stream = fence.side = fence.watch_stream = types.SimpleNamespace(
+        wait_stream=lambda other: None, wait_event=lambda event: None, synchronize=lambda: None)
     fence.census = types.SimpleNamespace(launch=lambda stream: None, missed=lambda: 0, sms=4)
     watched = []  # the watcher's launches (PTX through the driver, not aten: logged by call number)
-    fence.watcher = types.SimpleNamespace(launch=lambda stream, flag, seq, slot, limit_s: watched.append(seq),
+    fence.watcher = types.SimpleNamespace(launch=lambda stream, flag, seq, slot, limit_s, started: watched.append(seq),
                                           changed=lambda snapshot: (True, 0))
-    fence.flags, fence.watch_done = Flags(), True
+    fence.flags, fence.go, fence.watch_done = Flags(), Flags(), True
     with Log() as warm:
         fence._load_kernels()
     assert watched == [0]

@@ -1,6 +1,9 @@
 """The DONE watcher's judgement on the CPU (harness/parent/watcher.py): what its record says against the
 parent's snapshot, and what a call whose output changed after DONE gets. The kernel itself runs on
 GPUs only (lab/watcher_check.py checks it there against `offsets`)."""
+import os
+import types
+
 import torch
 from test_fence import FakeFence, fenced_box, forged, no_cuda_sync  # noqa: F401 (autouse: no CUDA here)
 
@@ -65,3 +68,21 @@ def test_an_output_changed_after_done_fails_the_call_in_one_line_and_the_run_goe
     assert "\n" not in str(failure.value) and sent == ["call", "collect"]
     # the slot held 0xFF bytes when the call began: no stale answer, and any write after DONE changes it
     assert bool((fence.slot_at_gate.view(torch.uint8) == 0xFF).all())
+
+
+@pytest.mark.parametrize("value, kept", [("1", False), ("4", False), (" x", False), ("8", True), ("32", True),
+                                         (None, True)])
+def test_a_fenced_run_drops_a_setting_that_would_put_its_streams_in_one_queue(monkeypatch, value, kept):
+    """CUDA_DEVICE_MAX_CONNECTIONS=1 (common in training setups) puts every stream of a process in one
+    hardware queue: the fence's wait on GO would hold up the write of GO on its other stream. A fenced
+    run drops settings under CUDA's default of 8 before its first CUDA context."""
+    from harness.parent import context, mps
+
+    if value is None:
+        monkeypatch.delenv(context.QUEUES, raising=False)
+    else:
+        monkeypatch.setenv(context.QUEUES, value)
+    monkeypatch.setattr(mps, "start", lambda: None)
+    config = types.SimpleNamespace(mode="leaderboard", device="cuda", no_audit=False)
+    assert context.fence_plan(config) == "fenced"
+    assert os.environ.get(context.QUEUES) == (value if kept else None)

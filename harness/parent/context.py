@@ -4,6 +4,7 @@ device detected, the run's MPS daemon started where timed GPU calls will be fenc
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from harness.config import RunConfig, RunContext
@@ -48,4 +49,20 @@ def fence_plan(config: RunConfig) -> str:
     if config.no_audit:
         return "unverified: --no-audit (the worker's own events)"
     why = mps.start()
+    if why is None:
+        separate_queues()
     return "fenced" if why is None else f"unverified: {why} (the worker's own events)"
+
+
+QUEUES = "CUDA_DEVICE_MAX_CONNECTIONS"
+
+
+def separate_queues() -> None:
+    """The fence's streams (harness/parent/fence.py) wait on flags that its other streams write: where
+    they share one hardware queue, a wait holds up the write it waits for, for good (a probe of the
+    fence's pattern hung at 1 connection on the H100, BENCHMARKS.md). So a fenced run leaves a CUDA
+    default of 8 queues or more as it is, and drops a smaller setting before its first CUDA context
+    (its workers inherit that)."""
+    value = os.environ.get(QUEUES)
+    if value is not None and not (value.strip().isdigit() and int(value) >= 8):
+        del os.environ[QUEUES]

@@ -6,8 +6,9 @@ in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call 
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
   parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
-                  E_mid, refill the first input, GATE := seq, the watcher, wait DONE >= seq, copy the
-                  slot into a private snapshot, E_end; then the parent's host writes GO := seq
+                  [the watcher launched on a stream of its own, wait until it is on an SM], E_mid,
+                  refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a private
+                  snapshot, E_end; then the parent's host writes GO := seq
 
 The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
 the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
@@ -65,6 +66,7 @@ CENSUS_LOOK_S = 0.002    # how long after the census starts the parent looks whe
 CENSUS_MAX_S = 20e-6
 RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
 GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until a call is enqueued
+STARTED = 4              # in the same buffer: the call's watcher is on an SM (harness/parent/watcher.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +113,7 @@ class Fence:
         self.buffer.bytes_tensor().zero_()
         self.stream = torch.cuda.Stream()
         self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
+        self.watch_stream = torch.cuda.Stream()  # the DONE watcher's (`_watch`)
         self.flush_buffer = torch.zeros(flush_bytes(l2_bytes), dtype=torch.uint8, device="cuda")
         self._words = self.flush_buffer.view(torch.float32)
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
@@ -216,7 +219,8 @@ class Fence:
         call wherever nothing earlier in the process had launched them (--mode benchmark, which runs
         no tests first). The watcher's DONE is already 0, so it returns at once."""
         self._flush()
-        self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0)
+        self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0,
+                            self.go.base + STARTED)
 
     def _flush(self) -> None:
         """L2 flushed on the current stream: written (it holds none of the inputs), then read (its
@@ -245,30 +249,9 @@ class Fence:
         reading; one with `held` set and no times when the census found an SM held (the parent's
         stream may still wait on it); or None when the worker did not signal DONE by `deadline`. In
         both of the last cases the caller ends the worker and calls `release`."""
-        flags, stream = self.flags, self.stream
-        stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
-        mid, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        census, counted = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(stream):
-            self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
-            refill_rest()
-            self._flush()
-            if self.census_at == "mid":
-                census.record()
-                self.census.launch(stream)
-                counted.record()
-            mid.record()
-            first[0].copy_(first[1])
-            if self.census_at == "gate":
-                census.record()
-                self.census.launch(stream)
-                counted.record()
-            flags.write(stream, GATE, seq)
-            if self.watch_done:
-                self.watcher.launch(stream, flags.base + DONE, seq, slot, max(0.0, deadline - time.monotonic()) + 1.0)
-            flags.wait(stream, DONE, seq)
-            snapshot.copy_(slot)
-            end.record()
+        self.stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
+        marks = census, counted, mid, end = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        self._enqueue(seq, refill_rest, first, slot, snapshot, deadline, marks)
         self.go.write(self.side, GO, seq)
         look = None  # once the census has started: when to look whether it is stuck (its SMs held)
         while not end.query():
@@ -286,9 +269,51 @@ class Fence:
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
         least = interval - self.cost_s(nbytes, least=True)
         typical = interval - self.cost_s(nbytes)
-        changed = self.watcher.changed(snapshot)[1] if self.watch_done else 0
+        changed = 0
+        if self.watch_done:
+            self.watch_stream.synchronize()  # (it ended once it saw DONE, which the parent's stream has passed)
+            changed = self.watcher.changed(snapshot)[1]
         # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
         return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, changed)
+
+    def _enqueue(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
+                 slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, marks: Sequence[Any]) -> None:
+        """The parent's side of call `seq` (the module's docstring), enqueued behind GO; `marks` are the
+        events (census, counted, mid, end)."""
+        census, counted, mid, end = marks
+        flags, stream = self.flags, self.stream
+        with torch.cuda.stream(stream):
+            self.go.wait(stream, GO, seq)  # the whole sequence runs once enqueued: no gap of the host's in it
+            refill_rest()
+            self._flush()
+            if self.census_at == "mid":
+                census.record()
+                self.census.launch(stream)
+                counted.record()
+            if self.watch_done:
+                self._watch(seq, slot, deadline)
+                self.go.wait(stream, STARTED, seq)  # (before the clock: the watcher is placed before any kernel of the call)
+            mid.record()
+            first[0].copy_(first[1])
+            if self.census_at == "gate":
+                census.record()
+                self.census.launch(stream)
+                counted.record()
+            flags.write(stream, GATE, seq)
+            flags.wait(stream, DONE, seq)
+            snapshot.copy_(slot)
+            end.record()
+
+    def _watch(self, seq: int, slot: torch.Tensor, deadline: float) -> None:
+        """The watcher of call `seq`, launched on a stream of its own once the parent's stream is past the
+        census. Its launch and its end are in no interval, a null call's as a real one's (launched on
+        the parent's stream after GATE, it was still starting when a null call's DONE came: the null
+        calls cost ~2 µs more than the real calls they are subtracted from, BENCHMARKS.md)."""
+        armed = torch.cuda.Event()
+        armed.record(self.stream)
+        self.watch_stream.wait_event(armed)
+        self.watcher.launch(self.watch_stream, self.flags.base + DONE, seq, slot,
+                            max(0.0, deadline - time.monotonic()) + 1.0, self.go.base + STARTED)
 
     @staticmethod
     def held(reading: Reading) -> str:

@@ -6,11 +6,13 @@ wake-up, a cost every reading has and the null calls subtract. A worker that wro
 last step (the output's copy into the slot, a kernel on another stream) would hide that step in the
 wake-up and pass, since the snapshot comes after it.
 
-The watcher closes that. The parent launches it on its own stream right after GATE: one warp that
+The watcher closes that. The parent launches it on a stream of its own after the census (which proved
+every SM free) and waits until it is on an SM before it starts the clock and opens GATE: one warp that
 polls DONE from an SM, and the moment DONE reaches the call's number reads SAMPLES words of the slot
 at offsets hashed from a secret drawn for that call, and keeps each offset and value. After the call
 the parent compares them with its snapshot: a word that changed between DONE and the snapshot was
-written after DONE, and the call is rejected. The parent fills the slot with 0xFF bytes (a bf16 NaN,
+written after DONE, and the call is rejected. The watcher only observes: the parent's stream does not
+wait for its end, so it is in no interval, a null call's or a real one's. The parent fills the slot with 0xFF bytes (a bf16 NaN,
 never a correct answer) before each call, so a late write always changes what it writes over. A
 worker that leaves a fraction f of its output for after DONE escapes one call with probability
 (1 - f) ** SAMPLES (below 3e-6 for a tenth of it); what it could still hide is a step that ends
@@ -68,16 +70,18 @@ def _regs(kind: str, names: str) -> str:
     return "\n".join(f"    .reg .{kind} %{n}{j};" for n in names for j in range(PER_LANE))
 
 
-# Every lane polls DONE (the same word: one L2 request a round; relaxed loads, so no round invalidates
-# the SM's L1 under a worker's kernel) until it reaches seq, as the stream wait's GEQ compares, or until
-# limit_ns passes; then one acquire fence, and the samples, all loads issued before any store.
+# Lane 0 first writes seq to `started` (the parent's stream waits for it before GATE, so the watcher
+# is on an SM before any of the call's kernels can be). Then every lane polls DONE (the same word: one
+# L2 request a round; relaxed loads, so no round invalidates the SM's L1 under a worker's kernel) until
+# it reaches seq, as the stream wait's GEQ compares, or until limit_ns passes; then one acquire fence,
+# and the samples, all loads issued before any store.
 _PTX = f"""
 .version 7.0
 .target sm_70
 .address_size 64
 
 .visible .entry watch_done(.param .u64 flag, .param .u32 seq, .param .u64 slot, .param .u32 nwords,
-                           .param .u32 seed, .param .u64 limit_ns, .param .u64 out)
+                           .param .u32 seed, .param .u64 limit_ns, .param .u64 out, .param .u64 started)
 {{
     .reg .pred  %p<4>;
     .reg .b32   %r<8>;
@@ -97,8 +101,13 @@ _PTX = f"""
     ld.param.u32    %seed, [seed];
     ld.param.u64    %rd2, [limit_ns];
     ld.param.u64    %out, [out];
+    ld.param.u64    %rd7, [started];
     mov.u32         %lane, %tid.x;
     mov.u32         %r5, 2;
+    setp.ne.u32     %p3, %lane, 0;
+    @%p3 bra        ARMED;
+    st.release.sys.global.u32 [%rd7], %r1;
+ARMED:
     mov.u64         %rd3, %globaltimer;
 POLL:
     ld.relaxed.gpu.global.u32 %r2, [%rd1];
@@ -143,10 +152,11 @@ class DoneWatcher:
         self.seed, self.armed = 0, False
 
     def launch(self, stream: "torch.cuda.Stream", flag_address: int, seq: int, slot: torch.Tensor,
-               limit_s: float) -> None:
-        """Enqueue the watcher of call `seq` on `stream`: it waits for the 32-bit flag at `flag_address`
-        to reach `seq` (at most `limit_s`), then samples `slot`'s whole 32-bit words (of a slot of 16 GiB
-        or more, its first 2**32 - 1). A slot under 4 bytes is not watched."""
+               limit_s: float, started_address: int) -> None:
+        """Enqueue the watcher of call `seq` on `stream`: once on an SM it writes `seq` to the 32-bit word
+        at `started_address`, waits for the 32-bit flag at `flag_address` to reach `seq` (at most
+        `limit_s`), then samples `slot`'s whole 32-bit words (of a slot of 16 GiB or more, its first
+        2**32 - 1). A slot under 4 bytes is not watched (nothing is launched, nothing written)."""
         nwords = min(slot.numel() * slot.element_size() // 4, 0xFFFFFFFF)
         self.armed = nwords > 0
         if not self.armed:
@@ -154,7 +164,7 @@ class DoneWatcher:
         self.seed = secrets.randbits(32)
         values = (ctypes.c_uint64(flag_address), ctypes.c_uint32(seq & 0xFFFFFFFF), ctypes.c_uint64(slot.data_ptr()),
                   ctypes.c_uint32(nwords), ctypes.c_uint32(self.seed), ctypes.c_uint64(max(1, int(limit_s * 1e9))),
-                  ctypes.c_uint64(self.out.data_ptr()))
+                  ctypes.c_uint64(self.out.data_ptr()), ctypes.c_uint64(started_address))
         params = (ctypes.c_void_p * len(values))(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
         driver_call("LaunchKernel", self._function, 1, 1, 1, LANES, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream),
                     params, None)

@@ -1,0 +1,29 @@
+# Issue 37 on one GPU (~4.5 min): the DONE watcher as the fence runs it (launched on a stream of its own
+# after the census, on an SM before the clock starts, not waited for by the parent's stream).
+# 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders).
+# 2. A fenced leaderboard of the three bundled Triton files beside signals_done_early (must fail "early
+#    end") and writes_into_slot with the watcher on, then off (lab/fence_ab.py --watch): what it costs.
+# 3. triton_bf16 alone, watcher on, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (a fenced
+#    run drops it: harness/parent/context.py `separate_queues`).
+# Outputs packed into r37s.tgz. Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37s.sh
+source lab/h200_setup.sh
+R=/tmp/r37s S=/tmp/standalone; mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
+timeout -k 5 60 python3 lab/watcher_check.py > $R/check.txt 2>&1; echo "watcher_check: exit $?"; tail -3 $R/check.txt
+python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py tests/zoo_gpu/writes_into_slot.py > /dev/null
+FILES="--submission submissions/triton_bf16.py --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py
+  --submission $S/signals_done_early.py --submission $S/writes_into_slot.py"
+for watch in on off; do
+  t0=$(date +%s.%N)
+  timeout -k 10 170 python3 lab/fence_ab.py --watch $watch -- --mode leaderboard --sandbox require --no-progress \
+    --budget 0.3 $FILES --db $R/lb.db --json $R/lb_$watch.json > $R/lb_$watch.txt 2>&1
+  echo "leaderboard, watcher $watch: exit $? at $(wall $t0) s"
+  grep -hE "^[a-z_0-9]+\.py: (pass|FAIL)|fence cost" $R/lb_$watch.txt | cut -c1-200 | head -12
+done
+python3 lab/issue37_table.py $R/lb_on.json $R/lb_off.json 2>&1 | cut -c1-200 | head -44
+t0=$(date +%s.%N)
+CUDA_DEVICE_MAX_CONNECTIONS=1 timeout -k 10 60 python3 lab/fence_ab.py --watch on -- --mode leaderboard --sandbox require \
+  --no-progress --budget 0.3 --submission submissions/triton_bf16.py > $R/one_queue.txt 2>&1
+echo "CUDA_DEVICE_MAX_CONNECTIONS=1, watcher on: exit $? at $(wall $t0) s"; grep -h "^triton_bf16.py: " $R/one_queue.txt | cut -c1-200
+tar czf "$OUT/r37s.tgz" -C /tmp r37s 2>/dev/null
