@@ -5,6 +5,8 @@
 #    end") and writes_into_slot with the watcher on, then off (lab/fence_ab.py --watch): what it costs.
 # 3. triton_bf16 alone, watcher on, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (a fenced
 #    run drops it: harness/parent/context.py `separate_queues`).
+# 4. lab/ipc_probe.py plain and in a new PID and IPC namespace, then both as MPS clients: can the parent
+#    read a worker's output where the worker computed it (threat (4))?
 # Outputs packed into r37s.tgz. Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37s.sh
 source lab/h200_setup.sh
 R=/tmp/r37s S=/tmp/standalone; mkdir -p $R
@@ -26,4 +28,11 @@ t0=$(date +%s.%N)
 CUDA_DEVICE_MAX_CONNECTIONS=1 timeout -k 10 60 python3 lab/fence_ab.py --watch on -- --mode leaderboard --sandbox require \
   --no-progress --budget 0.3 --submission submissions/triton_bf16.py > $R/one_queue.txt 2>&1
 echo "CUDA_DEVICE_MAX_CONNECTIONS=1, watcher on: exit $? at $(wall $t0) s"; grep -h "^triton_bf16.py: " $R/one_queue.txt | cut -c1-200
+ipc() { for flags in "" --bwrap; do
+  timeout -k 5 40 python3 lab/ipc_probe.py $flags > "$R/ipc_$1${flags// /}.txt" 2>&1
+  echo "ipc_probe $1 $flags: exit $?"; tail -1 "$R/ipc_$1${flags// /}.txt" | cut -c1-220
+done; }
+ipc plain
+start_mps $R/mps && ipc mps
+stop_mps
 tar czf "$OUT/r37s.tgz" -C /tmp r37s 2>/dev/null

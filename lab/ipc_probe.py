@@ -117,7 +117,9 @@ def main() -> int:
         if bwrap is None:
             print("no bwrap on PATH")
             return 2
-        command = [bwrap, "--dev-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--"] + command
+        # (a new /proc with the new PID namespace, as the worker's sandbox has: without it CUDA cannot start)
+        command = [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--unshare-ipc",
+                   "--die-with-parent", "--"] + command
     env = dict(os.environ, **({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if args.expandable else {}))
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
