@@ -25,5 +25,10 @@ for n in $LAST; do
   timeout -k 5 40 $LB --timeout 20 --submission $S/$n.py --json $R/$n.json > $R/$n.txt 2>&1
   echo "zoo $n alone: exit $? at $(wall $t0) s"
 done
+for mode in combine tail; do  # signals_done_early's other late steps (its docstring)
+  SUBMISSION_EARLY_DONE=$mode timeout -k 5 60 $LB --timeout 20 --submission $S/signals_done_early.py \
+    --json $R/early_$mode.json > $R/early_$mode.txt 2>&1
+  echo "signals_done_early, SUBMISSION_EARLY_DONE=$mode: exit $?"; grep -h "^signals_done_early.py: " $R/early_$mode.txt | cut -c1-200
+done
 tar czf "$OUT/r37l.tgz" -C /tmp r37l 2>/dev/null
 grep -hE "^[a-z_0-9]+\.py: (pass|FAIL)" $R/*.txt | cut -c1-200

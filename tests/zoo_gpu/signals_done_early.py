@@ -6,7 +6,9 @@ output is at most SUBMISSION_EARLY_DONE_BYTES (default 512 KiB: the 4x and 32x c
 written on the call's own stream right after triton_bf16's kernels, before the loop's copy into the
 slot, so the copy (~3 µs at 64-512 KiB on the H100) races the parent's wake-up.
 SUBMISSION_EARLY_DONE=combine writes DONE before triton_bf16's combine kernel instead (split-K plans:
-the combine and the copy race the wake-up), =off never. The work is honest (the bundled triton_bf16
+the combine and the copy race the wake-up); =tail copies all but the last sixteenth of the output into
+the slot itself, then writes DONE, so only the tail is written after it (the loop's copy rewrites the
+rest with the same values); =off never. The work is honest (the bundled triton_bf16
 kernel, loaded as forges_fence.py does) and the loop's own DONE follows as usual (GPU only).
 Must get: fenced, rejected: "early end" (the parent's DONE watcher, harness/parent/watcher.py,
 sampled the slot the moment DONE was written, and the copy changed it afterwards), or on the parent's
@@ -26,7 +28,7 @@ _spec = importlib.util.spec_from_file_location(
 _bundled = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_bundled)
 
-MODE = os.environ.get("SUBMISSION_EARLY_DONE", "copy")  # copy | combine | off
+MODE = os.environ.get("SUBMISSION_EARLY_DONE", "copy")  # copy | combine | tail | off
 EARLY_BYTES = int(os.environ.get("SUBMISSION_EARLY_DONE_BYTES", str(512 * 1024)))
 _state: dict = {}
 _launch = _bundled._launch
@@ -48,7 +50,7 @@ def _install():
     original = loop._fenced_call
 
     def patched(call, data, slot, timer, flags, seq):
-        _state["fence"] = (flags, seq, slot.numel() * slot.element_size())
+        _state["fence"] = (flags, seq, slot.numel() * slot.element_size(), slot)
         try:
             return original(call, data, slot, timer, flags, seq)
         finally:
@@ -67,7 +69,7 @@ def custom_kernel(data):
     fence = _state.get("fence")
     if fence is None or fence[2] > EARLY_BYTES:  # unfenced (warm-ups, tests, the CPU), or a long copy
         return _bundled.custom_kernel(data)
-    flags, seq, _ = fence
+    flags, seq, _, slot = fence
     stream = torch.cuda.current_stream()  # the call's stream, behind GATE (loop's `call_stream`)
 
     def signal():
@@ -76,6 +78,9 @@ def custom_kernel(data):
     if MODE == "combine":
         _state["before_combine"] = signal
     out = _bundled.custom_kernel(data)
+    if MODE == "tail" and out.shape == slot.shape and out.dtype == slot.dtype:
+        head = out.numel() - out.numel() // 16
+        slot.view(-1)[:head].copy_(out.reshape(-1)[:head])
     if MODE != "combine" or _state.pop("before_combine", None) is not None:
         signal()  # (combine mode on a one-kernel plan: before the loop's copy, as in copy mode)
     return out
