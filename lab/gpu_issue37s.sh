@@ -7,15 +7,17 @@
 #    run drops it: harness/parent/context.py `separate_queues`).
 # 4. lab/ipc_probe.py plain and in a new PID and IPC namespace, then both as MPS clients: can the parent
 #    read a worker's output where the worker computed it (threat (4))?
-# Outputs packed into r37s.tgz. Usage (device machine, wheels in .whl, carry .whl): bash lab/gpu_issue37s.sh
+# SHORT=1 (~2.5 min): only triton_bf16 and signals_done_early in 2., and no 3.
+# Outputs packed into r37s.tgz. Usage (device machine, wheels in .whl, carry .whl): [SHORT=1] bash lab/gpu_issue37s.sh
 source lab/h200_setup.sh
 R=/tmp/r37s S=/tmp/standalone; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 timeout -k 5 60 python3 lab/watcher_check.py > $R/check.txt 2>&1; echo "watcher_check: exit $?"; tail -3 $R/check.txt
 python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py tests/zoo_gpu/writes_into_slot.py > /dev/null
-FILES="--submission submissions/triton_bf16.py --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py
-  --submission $S/signals_done_early.py --submission $S/writes_into_slot.py"
+FILES="--submission submissions/triton_bf16.py --submission $S/signals_done_early.py"
+[ -z "${SHORT:-}" ] && FILES="$FILES --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py
+  --submission $S/writes_into_slot.py"
 for watch in on off; do
   t0=$(date +%s.%N)
   timeout -k 10 170 python3 lab/fence_ab.py --watch $watch -- --mode leaderboard --sandbox require --no-progress \
@@ -24,10 +26,12 @@ for watch in on off; do
   grep -hE "^[a-z_0-9]+\.py: (pass|FAIL)|fence cost" $R/lb_$watch.txt | cut -c1-200 | head -12
 done
 python3 lab/issue37_table.py $R/lb_on.json $R/lb_off.json 2>&1 | cut -c1-200 | head -44
-t0=$(date +%s.%N)
-CUDA_DEVICE_MAX_CONNECTIONS=1 timeout -k 10 60 python3 lab/fence_ab.py --watch on -- --mode leaderboard --sandbox require \
-  --no-progress --budget 0.3 --submission submissions/triton_bf16.py > $R/one_queue.txt 2>&1
-echo "CUDA_DEVICE_MAX_CONNECTIONS=1, watcher on: exit $? at $(wall $t0) s"; grep -h "^triton_bf16.py: " $R/one_queue.txt | cut -c1-200
+if [ -z "${SHORT:-}" ]; then
+  t0=$(date +%s.%N)
+  CUDA_DEVICE_MAX_CONNECTIONS=1 timeout -k 10 60 python3 lab/fence_ab.py --watch on -- --mode leaderboard --sandbox require \
+    --no-progress --budget 0.3 --submission submissions/triton_bf16.py > $R/one_queue.txt 2>&1
+  echo "CUDA_DEVICE_MAX_CONNECTIONS=1, watcher on: exit $? at $(wall $t0) s"; grep -h "^triton_bf16.py: " $R/one_queue.txt | cut -c1-200
+fi
 ipc() { for flags in "" --bwrap; do
   timeout -k 5 40 python3 lab/ipc_probe.py $flags > "$R/ipc_$1${flags// /}.txt" 2>&1
   echo "ipc_probe $1 $flags: exit $?"; tail -1 "$R/ipc_$1${flags// /}.txt" | cut -c1-220
