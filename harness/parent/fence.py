@@ -93,9 +93,10 @@ class Fence:
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
     # Whether a watcher kernel (harness/parent/watcher.py) samples the output the moment DONE is
-    # written, so that a call whose output changes after its DONE is rejected. Off until measured on a
-    # GPU: it holds one warp of one SM through the call, and a kernel whose one wave fills every SM's
-    # registers (the bundled Triton files) may pay for that with a second wave (lab/gpu_issue37r.sh).
+    # written, so that a call whose output changes after its DONE is rejected. Off until its present
+    # form (`_watch`) is measured on a GPU (lab/gpu_issue37s.sh): its first form, on the parent's
+    # stream after GATE, rejected the early DONE and cost the bundled kernels no second wave on the
+    # H100, but biased every number ~2 µs low (BENCHMARKS.md, seventh session).
     watch_done = False
 
     def __init__(self, l2_bytes: int):
