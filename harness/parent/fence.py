@@ -93,10 +93,9 @@ class Fence:
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
     # Whether a watcher kernel (harness/parent/watcher.py) samples the output the moment DONE is
-    # written, so that a call whose output changes after its DONE is rejected. Off until its present
-    # form (`_watch`) is measured on a GPU (lab/gpu_issue37s.sh): its first form, on the parent's
-    # stream after GATE, rejected the early DONE and cost the bundled kernels no second wave on the
-    # H100, but biased every number ~2 µs low (BENCHMARKS.md, seventh session).
+    # written, so that a call whose output changes after its DONE is rejected. Off until measured as
+    # `_watch` runs it (lab/gpu_issue37s.sh); BENCHMARKS.md has it on the H100 launched after GATE
+    # instead: the early DONE rejected, no second wave for the bundled kernels, numbers ~2 µs low.
     watch_done = False
 
     def __init__(self, l2_bytes: int):
@@ -307,9 +306,10 @@ class Fence:
 
     def _watch(self, seq: int, slot: torch.Tensor, deadline: float) -> None:
         """The watcher of call `seq`, launched on a stream of its own once the parent's stream is past the
-        census. Its launch and its end are in no interval, a null call's as a real one's (launched on
-        the parent's stream after GATE, it was still starting when a null call's DONE came: the null
-        calls cost ~2 µs more than the real calls they are subtracted from, BENCHMARKS.md)."""
+        census. Its launch and its end are in no interval, a null call's as a real one's: launched on
+        the parent's stream after GATE it would still be starting when a null call's DONE comes (a null
+        call does almost nothing), and the null calls would cost more than the real calls they are
+        subtracted from (~2 µs on the H100, BENCHMARKS.md)."""
         armed = torch.cuda.Event()
         armed.record(self.stream)
         self.watch_stream.wait_event(armed)

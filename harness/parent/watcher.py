@@ -12,11 +12,11 @@ polls DONE from an SM, and the moment DONE reaches the call's number reads SAMPL
 at offsets hashed from a secret drawn for that call, and keeps each offset and value. After the call
 the parent compares them with its snapshot: a word that changed between DONE and the snapshot was
 written after DONE, and the call is rejected. The watcher only observes: the parent's stream does not
-wait for its end, so it is in no interval, a null call's or a real one's. The parent fills the slot with 0xFF bytes (a bf16 NaN,
-never a correct answer) before each call, so a late write always changes what it writes over. A
-worker that leaves a fraction f of its output for after DONE escapes one call with probability
-(1 - f) ** SAMPLES (below 3e-6 for a tenth of it); what it could still hide is a step that ends
-within the watcher's own read after seeing DONE (one L2 round trip).
+wait for its end, so it is in no interval, a null call's or a real one's. The parent fills the slot
+with 0xFF bytes (a bf16 NaN, never a correct answer) before each call, so a late write always changes
+what it writes over. A worker that leaves a fraction f of its output for after DONE escapes one call
+with probability (1 - f) ** SAMPLES (below 3e-6 for a tenth of it); what it could still hide is a
+step that ends within the watcher's own read after seeing DONE (one L2 round trip).
 
 The kernel is PTX loaded through the CUDA driver (no compiler needed); NVIDIA only.
 """
@@ -38,7 +38,7 @@ _HEAD = 4  # out's first words: [0] 1 DONE seen / 2 the bound passed first, [2..
 
 def _sample(j: int) -> str:
     """PTX for lane sample j: its index i = lane * PER_LANE + j hashed with the seed (lowbias32) into
-    an offset in [0, nwords), the word loaded there (GPU scope: from L2, after DONE's acquire)."""
+    an offset in [0, nwords), the word loaded there (GPU scope: from L2, after the acquire fence)."""
     return f"""
     mad.lo.u32      %i{j}, %lane, {PER_LANE}, {j};
     mul.lo.u32      %x{j}, %i{j}, 0x9E3779B9;
