@@ -405,48 +405,36 @@ def test_the_workers_side_of_a_fenced_call_stays_on_its_call_stream(monkeypatch)
     assert log == [("wait", "call stream"), ("done", "call stream")]
 
 
-def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(monkeypatch):
-    """The parent's stream waits on GO until its whole sequence is enqueued; a kernel launched for the
-    first time inside that sequence would load its module lazily and wait for an idle device, which
-    never comes (the hang of --mode benchmark, whose runs launch no test first). So every aten op the
-    sequence runs, but its plain copies (memcpy, no kernel), is one `_load_kernels` runs at the fence's
-    start. Logged here on the CPU with fakes for the flags, events and streams."""
+def fake_gpu_fence(monkeypatch, steps: list):
+    """A Fence whose GPU parts are fakes that append what they are asked to do to `steps`, in order:
+    ("go" | "flags", "wait" | "write", flag, value), "event" (a record), "census", ("watch", seq),
+    "wait_event". `fence.go.hooks` = {"wait": f, "write": g} are called after the go flags' steps."""
     import contextlib
 
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from harness.parent import fence as fence_module
-
-    class Log(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.on, self.ops = True, set()
-
-        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-            if self.on:
-                self.ops.add(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
 
     class Flags:
         base = 0
 
-        def __init__(self, log=None):
-            self.log = log
+        def __init__(self, name):
+            self.name, self.hooks = name, {}
+
+        def _step(self, kind, flag, value):
+            steps.append((self.name, kind, flag, value))
+            self.hooks.get(kind, lambda: None)()
 
         def wait(self, stream, flag, value):
-            if self.log is not None:
-                self.log.on = True   # GO: what follows runs behind it
+            self._step("wait", flag, value)
 
         def write(self, stream, flag, value):
-            if self.log is not None:
-                self.log.on = False  # the host's GO: the sequence is enqueued
+            self._step("write", flag, value)
 
     class Event:
         def __init__(self, **_):
             pass
 
         def record(self, *_):
-            pass
+            steps.append("event")
 
         def query(self):
             return True
@@ -462,24 +450,48 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     fence._words, fence._sink = fence.flush_buffer.view(torch.float32), torch.zeros(())
     fence.cost = fence.least_cost = None
     fence.stream = fence.side = fence.watch_stream = types.SimpleNamespace(
-        wait_stream=lambda other: None, wait_event=lambda event: None, synchronize=lambda: None)
-    fence.census = types.SimpleNamespace(launch=lambda stream: None, missed=lambda: 0, sms=4)
-    watched = []  # the watcher's launches (PTX through the driver, not aten: logged by call number)
-    fence.watcher = types.SimpleNamespace(launch=lambda stream, flag, seq, slot, limit_s, started: watched.append(seq),
-                                          changed=lambda snapshot: (True, 0))
-    fence.flags, fence.go, fence.watch_done = Flags(), Flags(), True
+        wait_stream=lambda other: None, wait_event=lambda event: steps.append("wait_event"), query=lambda: True)
+    fence.census = types.SimpleNamespace(launch=lambda stream: steps.append("census"), missed=lambda: 0, sms=4)
+    fence.watcher = types.SimpleNamespace(
+        launch=lambda stream, flag, seq, slot, limit_s, started: steps.append(("watch", seq)),
+        changed=lambda snapshot: (True, 0), armed=True)
+    fence.flags, fence.go, fence.watch_done = Flags("flags"), Flags("go"), True
+    return fence
+
+
+def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(monkeypatch):
+    """The parent's stream waits on GO until its whole sequence is enqueued; a kernel launched for the
+    first time inside that sequence would load its module lazily and wait for an idle device, which
+    never comes (the hang of --mode benchmark, whose runs launch no test first). So every aten op the
+    sequence runs, but its plain copies (memcpy, no kernel), is one `_load_kernels` runs at the fence's
+    start. Logged here on the CPU with fakes for the flags, events and streams."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.on, self.ops = True, set()
+
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            if self.on:
+                self.ops.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    steps = []
+    fence = fake_gpu_fence(monkeypatch, steps)
     with Log() as warm:
         fence._load_kernels()
-    assert watched == [0]
+    assert ("watch", 0) in steps  # (the watcher: PTX through the driver, not aten)
     gated = Log()
-    fence.flags, fence.go = Flags(), Flags(gated)
+    fence.go.hooks = {"wait": lambda: setattr(gated, "on", True),     # GO: what follows runs behind it
+                      "write": lambda: setattr(gated, "on", False)}   # the host's GO: the sequence is enqueued
     first = (torch.zeros(64, dtype=torch.uint8), torch.ones(64, dtype=torch.uint8))
     slot = torch.ones(128, dtype=torch.uint8)
     rest = (torch.zeros(32), torch.ones(32))
     with gated:
         gated.on = False
         reading = fence.run(1, lambda: rest[0].copy_(rest[1]), first, slot, torch.empty_like(slot), deadline=math.inf)
-    assert reading is not None and gated.ops and watched == [0, 1]  # (the sequence ran: its flush, copies, watcher)
+    assert reading is not None and gated.ops and ("watch", 1) in steps  # (the sequence ran: flush, copies, watcher)
     assert {"zero_", "sum"} <= warm.ops
     assert gated.ops - {"copy_"} <= warm.ops, gated.ops - warm.ops
 

@@ -86,3 +86,66 @@ def test_a_fenced_run_drops_a_setting_that_would_put_its_streams_in_one_queue(mo
     config = types.SimpleNamespace(mode="leaderboard", device="cuda", no_audit=False)
     assert context.fence_plan(config) == "fenced"
     assert os.environ.get(context.QUEUES) == (value if kept else None)
+
+
+def sequence(monkeypatch, census_at="mid", armed=True, seen=True):
+    """The steps of one fenced call (seq 5) with the watcher on, the fakes of test_fence, and its reading."""
+    from test_fence import fake_gpu_fence
+
+    steps = []
+    fence = fake_gpu_fence(monkeypatch, steps)
+    fence.census_at, fence.watcher.armed = census_at, armed
+    fence.watcher.changed = lambda snapshot: (seen, 0)
+    first = (torch.zeros(8, dtype=torch.uint8), torch.ones(8, dtype=torch.uint8))
+    slot = torch.zeros(8, dtype=torch.uint8)
+    reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=float("inf"))
+    return steps, reading
+
+
+def test_the_watcher_is_on_an_sm_after_the_census_and_before_the_clock_starts(monkeypatch):
+    """Launched once the census proved every SM free, on a stream of its own behind an event of the
+    parent's stream; the parent's stream waits until it is on an SM (STARTED) and only then starts the
+    clock (the `mid` event), so it is placed before any kernel of the call; nothing waits for its end."""
+    from harness.parent.fence import GO, STARTED
+    from harness.worker.shared_memory import DONE, GATE
+
+    steps, reading = sequence(monkeypatch)
+    assert steps == [("go", "wait", GO, 5), "event", "census", "event",  # census, counted
+                     "event", "wait_event", ("watch", 5), ("go", "wait", STARTED, 5),  # armed
+                     "event", ("flags", "write", GATE, 5), ("flags", "wait", DONE, 5), "event",  # mid ... end
+                     ("go", "write", GO, 5)]
+    assert not reading.unseen and reading.changed == 0
+
+
+def test_with_the_census_at_the_gate_the_watcher_follows_it(monkeypatch):
+    """The census needs every SM whole: a watcher already on one would keep a census block off it."""
+    from harness.parent.fence import STARTED
+
+    steps, _ = sequence(monkeypatch, census_at="gate")
+    census, watch = steps.index("census"), steps.index(("watch", 5))
+    assert census < watch < steps.index(("go", "wait", STARTED, 5))
+
+
+def test_a_slot_too_small_to_watch_is_not_waited_for(monkeypatch):
+    """No watcher is launched for a slot under 4 bytes: the parent's stream must not wait for one."""
+    from harness.parent.fence import STARTED
+
+    steps, reading = sequence(monkeypatch, armed=False)
+    assert ("go", "wait", STARTED, 5) not in steps and not reading.unseen
+
+
+def test_a_done_the_watcher_never_saw_fails_the_call(monkeypatch):
+    """The parent's stream passed DONE, but the watcher never saw it: DONE was written and taken back."""
+    _, reading = sequence(monkeypatch, seen=False)
+    assert reading.unseen
+
+    class UnseenFence(FakeFence):
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline)
+            return Reading(reading.interval_s, reading.call_s, unseen=True)
+
+    slot = torch.zeros((2, 8), dtype=torch.bfloat16)
+    box, _ = fenced_box(forged(slot.shape), UnseenFence(4e-5), slot)
+    with pytest.raises(sandbox.WorkerFailure) as failure:
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert failure.value.kind == "early end" and "never saw the call's DONE" in str(failure.value)

@@ -79,6 +79,7 @@ class Reading:
     census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
     least_s: float = math.nan  # the interval less the fastest null call: what the call took at the least
     changed: int = 0    # words of the output the watcher sampled at DONE that changed before the snapshot
+    unseen: bool = False  # the watcher ran and never saw DONE, which the parent's stream did see
 
 
 class FenceError(RuntimeError):
@@ -269,12 +270,22 @@ class Fence:
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
         least = interval - self.cost_s(nbytes, least=True)
         typical = interval - self.cost_s(nbytes)
-        changed = 0
-        if self.watch_done:
-            self.watch_stream.synchronize()  # (it ended once it saw DONE, which the parent's stream has passed)
-            changed = self.watcher.changed(snapshot)[1]
+        seen, changed = self._watched(snapshot, deadline)
         # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
-        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, changed)
+        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, changed,
+                       unseen=not seen)
+
+    def _watched(self, snapshot: torch.Tensor, deadline: float) -> tuple[bool, int]:
+        """(whether the watcher saw DONE, how many of its samples changed in `snapshot`); (True, 0)
+        where it does not run. It ends once it sees DONE, which the parent's stream has passed; one
+        that is still running past the deadline (DONE written and taken back) counts as unseen."""
+        if not (self.watch_done and self.watcher.armed):
+            return True, 0
+        while not self.watch_stream.query():
+            if time.monotonic() > deadline + 2.0:
+                return False, 0
+            time.sleep(0)
+        return self.watcher.changed(snapshot)
 
     def _enqueue(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
                  slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, marks: Sequence[Any]) -> None:
@@ -290,31 +301,37 @@ class Fence:
                 census.record()
                 self.census.launch(stream)
                 counted.record()
-            if self.watch_done:
-                self._watch(seq, slot, deadline)
-                self.go.wait(stream, STARTED, seq)  # (before the clock: the watcher is placed before any kernel of the call)
+                self._watch(seq, slot, deadline)  # (before the clock)
             mid.record()
             first[0].copy_(first[1])
             if self.census_at == "gate":
                 census.record()
                 self.census.launch(stream)
                 counted.record()
+                self._watch(seq, slot, deadline)  # (after the census, which needs every SM whole)
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
 
     def _watch(self, seq: int, slot: torch.Tensor, deadline: float) -> None:
-        """The watcher of call `seq`, launched on a stream of its own once the parent's stream is past the
-        census. Its launch and its end are in no interval, a null call's as a real one's: launched on
-        the parent's stream after GATE it would still be starting when a null call's DONE comes (a null
-        call does almost nothing), and the null calls would cost more than the real calls they are
-        subtracted from (~2 µs on the H100, BENCHMARKS.md)."""
+        """Where the watcher is on: the watcher of call `seq` launched on a stream of its own once the
+        parent's stream is past the census, and the parent's stream held until it is on an SM (so it
+        is placed before any kernel of the call). Its launch and its end are in no interval, a null
+        call's as a real one's: launched on the parent's stream after GATE it would still be starting
+        when a null call's DONE comes (a null call does almost nothing), and the null calls would cost
+        more than the real calls they are subtracted from (~2 µs on the H100, BENCHMARKS.md). The
+        parent's streams wait on flags each other writes: they need hardware queues of their own
+        (made one after another in __init__; at least 8 queues, harness/parent/context.py)."""
+        if not self.watch_done:
+            return
         armed = torch.cuda.Event()
         armed.record(self.stream)
         self.watch_stream.wait_event(armed)
         self.watcher.launch(self.watch_stream, self.flags.base + DONE, seq, slot,
                             max(0.0, deadline - time.monotonic()) + 1.0, self.go.base + STARTED)
+        if self.watcher.armed:  # (nothing launched for a slot under 4 bytes: nothing to wait for)
+            self.go.wait(self.stream, STARTED, seq)
 
     @staticmethod
     def held(reading: Reading) -> str:

@@ -244,6 +244,9 @@ class Sandbox:
             raise WorkerFailure("early end", f"the call signalled its end (DONE) before its output was final: "
                                 f"{reading.changed} of {SAMPLES} words of the output sampled when it did changed "
                                 "afterwards (nothing may write the output after DONE)")
+        if reading.unseen:
+            raise WorkerFailure("early end", "the parent's watcher never saw the call's DONE, which its stream "
+                                "did see: DONE was taken back (it may only be written once, at the end)")
         return (snapshot if reply.get("copied") is True else described), timing
 
     def _collect_fenced(self, reply: dict, reading: Any, enqueued: float, ready: bool,

@@ -138,8 +138,8 @@ END:
 
 
 class DoneWatcher:
-    """The watcher kernel, ready to launch on the parent's stream after GATE; `changed(snapshot)`
-    after the call says how many sampled words changed after DONE."""
+    """The watcher kernel, ready to launch on a stream of the parent's (harness/parent/fence.py,
+    `Fence._watch`); `changed(snapshot)` after the call says how many sampled words changed after DONE."""
 
     def __init__(self):
         if torch.version.hip:
