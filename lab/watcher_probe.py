@@ -8,9 +8,10 @@ the parent and the worker do. Per call the child (the worker's stand-in) enqueue
 own: wait GATE >= seq, a kernel that sleeps ~--work-us, DONE := seq, and says so; the parent then
 enqueues on its stream, behind a flag of its own released once all is enqueued (the fence's GO):
 E_mid, GATE := seq, the wait for DONE, E_end, the wait being either the
-stream's own (`cuStreamWaitValue32`, what the fence does) or a watcher kernel: one block polling DONE
-from the SMs with a bound (--limit-us; past it, it stops and records that it timed out), followed by
-the stream's own wait (so that a timed-out watcher still waits for DONE). Calls alternate the two.
+stream's own (`cuStreamWaitValue32`, what the fence does) or the fence's DONE watcher kernel
+(harness/parent/watcher.py, run here on the parent's stream after GATE: one warp polling DONE from the
+SMs with a bound, --limit-us; past it, it stops and records that it timed out), followed by the
+stream's own wait (so that a timed-out watcher still waits for DONE). Calls alternate the two.
 A watcher that never sees DONE within its bound means the worker's kernels did not run beside it
 (the hang's cause); one that sees it shortens the wake-up by the difference of the two medians.
 CUDA_DEVICE_MAX_CONNECTIONS (the hardware queues a context's streams share) is read from the
@@ -24,59 +25,12 @@ Prints both waits' median interval, the watcher's timeouts, and how long it spun
 from __future__ import annotations
 
 import argparse
-import ctypes
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Thread 0 polls DONE (cyclic compare, as the stream wait's GEQ), bounded by the global timer; out[0]
-# = 1 when it saw DONE, 2 when it timed out; out[1] = the ns it spun.
-_PTX = rb"""
-.version 7.0
-.target sm_70
-.address_size 64
-
-.visible .entry spin_done(.param .u64 flag, .param .u32 seq, .param .u64 limit_ns, .param .u64 out)
-{
-    .reg .pred  %p<4>;
-    .reg .b32   %r<8>;
-    .reg .b64   %rd<10>;
-
-    mov.u32         %r1, %tid.x;
-    setp.ne.u32     %p1, %r1, 0;
-    @%p1 bra        END;
-    ld.param.u64    %rd1, [flag];
-    ld.param.u32    %r2, [seq];
-    ld.param.u64    %rd2, [limit_ns];
-    ld.param.u64    %rd3, [out];
-    mov.u32         %r5, 2;
-    mov.u64         %rd4, %globaltimer;
-POLL:
-    ld.volatile.global.u32 %r3, [%rd1];
-    sub.s32         %r4, %r3, %r2;
-    setp.ge.s32     %p2, %r4, 0;
-    @%p2 bra        SEEN;
-    mov.u64         %rd5, %globaltimer;
-    sub.u64         %rd6, %rd5, %rd4;
-    setp.lt.u64     %p3, %rd6, %rd2;
-    @%p3 bra        POLL;
-    bra             DONE;
-SEEN:
-    mov.u32         %r5, 1;
-DONE:
-    mov.u64         %rd7, %globaltimer;
-    sub.u64         %rd8, %rd7, %rd4;
-    st.global.u64   [%rd3+8], %rd8;
-    cvt.u64.u32     %rd9, %r5;
-    st.global.u64   [%rd3], %rd9;
-END:
-    ret;
-}
-"""
-
 
 def child(fd: int, work_us: float) -> int:
     """The worker's stand-in: per seq read on stdin, GATE -> a sleeping kernel -> DONE, then "ok"."""
@@ -113,26 +67,20 @@ def main() -> int:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from harness.api import Buffer, driver_call, fence
+    from harness.api import Buffer, fence, watcher
 
     buffer = Buffer(4096, "cuda")
     buffer.bytes_tensor().zero_()
     flags = fence.StreamFlags(buffer)
-    module, function = ctypes.c_void_p(), ctypes.c_void_p()
-    driver_call("ModuleLoadData", ctypes.byref(module), ctypes.c_char_p(_PTX))
-    driver_call("ModuleGetFunction", ctypes.byref(function), module, b"spin_done")
-    out = torch.zeros(2, dtype=torch.int64, device="cuda")
+    watch = watcher.DoneWatcher()
+    slot, started = (torch.zeros(16, dtype=torch.int32, device="cuda") for _ in range(2))
     go_buffer = Buffer(4096, "cuda")  # the parent's own: its stream runs a call's sequence once all is enqueued
     go_buffer.bytes_tensor().zero_()
     go = fence.StreamFlags(go_buffer)
     stream, side = torch.cuda.Stream(), torch.cuda.Stream()
 
     def launch(seq: int) -> None:
-        values = (ctypes.c_uint64(flags.base + fence.DONE), ctypes.c_uint32(seq),
-                  ctypes.c_uint64(int(args.limit_us * 1e3)), ctypes.c_uint64(out.data_ptr()))
-        params = (ctypes.c_void_p * 4)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
-        driver_call("LaunchKernel", function, 1, 1, 1, 32, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream),
-                    params, None)
+        watch.launch(stream, flags.base + fence.DONE, seq, slot, args.limit_us * 1e-6, started.data_ptr())
 
     # Launched once before any wait (DONE is 0, so it sees it at once): under lazy module loading a
     # first launch behind GO waits for an idle GPU, which never comes (the unbounded watcher's hang on
@@ -165,7 +113,7 @@ def main() -> int:
             end.synchronize()
             times[how].append(mid.elapsed_time(end) * 1e3)
             if how == "watcher":
-                seen, ns = (int(v) for v in out.tolist())
+                seen, ns = int(watch.out[0].item()), int(watch.out[2:4].view(torch.int64).item())
                 timeouts += seen != 1
                 if seen == 1:
                     spun.append(ns / 1e3)
