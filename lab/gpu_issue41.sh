@@ -3,50 +3,59 @@
 # copy against the original at the same path (--compare: "slower" on every case), the clock watch's
 # lines, and joules per call (--energy). The slowed copies are made standalone first (the sandbox
 # shows a worker only its own file). Usage (device machine, wheels in .whl incl. nvidia-ml-py, carry
-# .whl): bash lab/gpu_issue41.sh   (about 7-8 minutes; BUDGET / SEEDS override)
+# .whl): bash lab/gpu_issue41.sh   (about 8-10 minutes; BUDGET / SEEDS override). A device call allows
+# 10 minutes: PART=1 runs the seeds and their compares (~6.5 min), then PART=2 on the same warm machine
+# the replay, the 10% copy, the energy run and the table (~3 min). Files gather in /tmp/i41 (kept on a
+# warm machine between calls) and are copied to $OUT after each part.
 source lab/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
 S=/tmp/s41
 python3 lab/standalone.py $S tests/slower/triton_fp8_plus3.py tests/slower/triton_fp8_plus10.py
 BUDGET=${BUDGET:-0.3}
 SEEDS=${SEEDS:-"4101 4102 4103 4104 4105"}
-DB="$OUT/issue41.db"
+W=/tmp/i41; mkdir -p $W
+DB="$W/issue41.db"
 LB="python3 eval.py --sandbox require --no-progress --db $DB --logs /tmp/l41"
 start=$(date +%s)
 stamp() { echo "$1: exit $2 at $(( $(date +%s) - start )) s"; }
-first=""
+PART=${PART:-both}
+first=${SEEDS%% *}
+if [ "$PART" != 2 ]; then
 for seed in $SEEDS; do
   timeout -k 10 150 $LB --mode leaderboard --budget $BUDGET --seed $seed --submission submissions/triton_bf16.py \
     --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py \
-    --submission $S/triton_fp8_plus3.py --json "$OUT/seed_$seed.json" --bundle "$OUT/seed_$seed.bundle.json" \
-    > "$OUT/seed_$seed.txt" 2>&1
+    --submission $S/triton_fp8_plus3.py --json "$W/seed_$seed.json" --bundle "$W/seed_$seed.bundle.json" \
+    > "$W/seed_$seed.txt" 2>&1
   stamp "seed $seed" $?
-  first=${first:-$seed}
 done
-ids=$(python3 -c "import json,sys; print(' '.join(str(json.load(open(f'$OUT/seed_{s}.json'))['run']['run'])
+ids=$(python3 -c "import json,sys; print(' '.join(str(json.load(open(f'$W/seed_{s}.json'))['run']['run'])
 for s in sys.argv[1:]))" $SEEDS 2>/dev/null)
 set -- $ids
 prev=""
 for id in "$@" "$1"; do  # consecutive runs, and the last against the first: five pairs of five runs
   [ -n "$prev" ] && [ "$prev" != "$id" ] && python3 eval.py --db $DB --mode history --compare $prev $id \
-    > "$OUT/compare_${prev}_$id.txt" 2>&1
+    > "$W/compare_${prev}_$id.txt" 2>&1
   prev=$id
 done
-timeout -k 10 150 $LB --replay "$OUT/seed_$first.bundle.json" --json "$OUT/replay_$first.json" > "$OUT/replay_$first.txt" 2>&1
+cp -r $W/. "$OUT/"
+[ "$PART" = 1 ] && exit 0
+fi
+timeout -k 10 150 $LB --replay "$W/seed_$first.bundle.json" --json "$W/replay_$first.json" > "$W/replay_$first.txt" 2>&1
 stamp "replay of seed $first" $?
 mkdir -p /tmp/c41 && cp submissions/triton_fp8.py /tmp/c41/triton_fp8.py
-timeout -k 10 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_a.json" \
-  > "$OUT/plus10_a.log" 2>&1; stamp "original at /tmp/c41" $?
+timeout -k 10 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$W/plus10_a.json" \
+  > "$W/plus10_a.log" 2>&1; stamp "original at /tmp/c41" $?
 cp $S/triton_fp8_plus10.py /tmp/c41/triton_fp8.py
-timeout -k 10 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$OUT/plus10_b.json" \
-  > "$OUT/plus10_b.log" 2>&1; stamp "10% copy at /tmp/c41" $?
-a=$(python3 -c "import json; print(json.load(open('$OUT/plus10_a.json'))['run']['run'])" 2>/dev/null)
-b=$(python3 -c "import json; print(json.load(open('$OUT/plus10_b.json'))['run']['run'])" 2>/dev/null)
-python3 eval.py --db $DB --mode history --compare $a $b > "$OUT/plus10_compare.txt" 2>&1
-grep -h "triton_fp8_plus" /tmp/l41/triton_fp8*.log 2>/dev/null | sort | uniq | head -20 > "$OUT/calibration.txt"
+timeout -k 10 90 $LB --mode benchmark --budget $BUDGET --submission /tmp/c41/triton_fp8.py --json "$W/plus10_b.json" \
+  > "$W/plus10_b.log" 2>&1; stamp "10% copy at /tmp/c41" $?
+a=$(python3 -c "import json; print(json.load(open('$W/plus10_a.json'))['run']['run'])" 2>/dev/null)
+b=$(python3 -c "import json; print(json.load(open('$W/plus10_b.json'))['run']['run'])" 2>/dev/null)
+python3 eval.py --db $DB --mode history --compare $a $b > "$W/plus10_compare.txt" 2>&1
+grep -h "triton_fp8_plus" /tmp/l41/triton_fp8*.log 2>/dev/null | sort | uniq | head -20 > "$W/calibration.txt"
 timeout -k 10 150 $LB --mode benchmark --energy --budget 1.5 --submission submissions/triton_bf16.py \
-  --submission submissions/triton_fp8.py --json "$OUT/energy.json" > "$OUT/energy.txt" 2>&1
+  --submission submissions/triton_fp8.py --json "$W/energy.json" > "$W/energy.txt" 2>&1
 stamp "energy" $?
-echo "--- calibration of the slowed copies (worker logs)"; cut -c1-200 "$OUT/calibration.txt"
-echo "--- energy run"; grep -h "energy\|clock" "$OUT/energy.txt" | grep -v "│" | head -5
-python3 lab/issue41_table.py "$OUT" triton_fp8.py triton_fp8_plus3.py
+echo "--- calibration of the slowed copies (worker logs)"; cut -c1-200 "$W/calibration.txt"
+echo "--- energy run"; grep -h "energy\|clock" "$W/energy.txt" | grep -v "│" | head -5
+cp -r $W/. "$OUT/"
+python3 lab/issue41_table.py "$W" triton_fp8.py triton_fp8_plus3.py
