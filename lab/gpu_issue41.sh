@@ -6,7 +6,7 @@
 # .whl): bash lab/gpu_issue41.sh   (about 8-10 minutes; BUDGET / SEEDS override). A device call allows
 # 10 minutes: PART=1 runs the seeds and their compares (~6.5 min), then PART=2 on the same warm machine
 # the replay, the 10% copy, the energy run and the table (~3 min). Files gather in /tmp/i41 (kept on a
-# warm machine between calls) and are copied to $OUT after each part.
+# warm machine between calls) and are packed into $OUT after each part (i41_seeds.tgz, i41.tgz).
 source lab/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
 S=/tmp/s41
@@ -37,7 +37,7 @@ for id in "$@" "$1"; do  # consecutive runs, and the last against the first: fiv
     > "$W/compare_${prev}_$id.txt" 2>&1
   prev=$id
 done
-cp -r $W/. "$OUT/"
+tar czf "$OUT/i41_seeds.tgz" -C /tmp i41 l41 2>/dev/null
 [ "$PART" = 1 ] && exit 0
 fi
 timeout -k 10 150 $LB --replay "$W/seed_$first.bundle.json" --json "$W/replay_$first.json" > "$W/replay_$first.txt" 2>&1
@@ -57,5 +57,5 @@ timeout -k 10 150 $LB --mode benchmark --energy --budget 1.5 --submission submis
 stamp "energy" $?
 echo "--- calibration of the slowed copies (worker logs)"; cut -c1-200 "$W/calibration.txt"
 echo "--- energy run"; grep -h "energy\|clock" "$W/energy.txt" | grep -v "│" | head -5
-cp -r $W/. "$OUT/"
+tar czf "$OUT/i41.tgz" -C /tmp i41 l41 2>/dev/null
 python3 lab/issue41_table.py "$W" triton_fp8.py triton_fp8_plus3.py
