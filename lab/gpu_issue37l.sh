@@ -30,5 +30,10 @@ for mode in combine tail; do  # signals_done_early's other late steps (its docst
     --json $R/early_$mode.json > $R/early_$mode.txt 2>&1
   echo "signals_done_early, SUBMISSION_EARLY_DONE=$mode: exit $?"; grep -h "^signals_done_early.py: " $R/early_$mode.txt | cut -c1-200
 done
+# writes_into_slot with DONE stored by a kernel of its own, beside the same file signalling as the loop does
+sed 's/"SUBMISSION_SLOT_DONE", "loop"/"SUBMISSION_SLOT_DONE", "kernel"/' $S/writes_into_slot.py > $S/slot_kernel_done.py
+timeout -k 5 90 $LB --timeout 20 --submission submissions/triton_bf16.py --submission $S/writes_into_slot.py \
+  --submission $S/slot_kernel_done.py --json $R/slot_done.json > $R/slot_done.txt 2>&1
+echo "writes_into_slot, DONE from the loop and from a kernel: exit $?"; grep -h "^[a-z_0-9]*\.py: " $R/slot_done.txt | cut -c1-200
 tar czf "$OUT/r37l.tgz" -C /tmp r37l 2>/dev/null
 grep -hE "^[a-z_0-9]+\.py: (pass|FAIL)" $R/*.txt | cut -c1-200
