@@ -88,14 +88,18 @@ def test_a_fenced_run_drops_a_setting_that_would_put_its_streams_in_one_queue(mo
     assert os.environ.get(context.QUEUES) == (value if kept else None)
 
 
-def sequence(monkeypatch, census_at="mid", armed=True, seen=True):
-    """The steps of one fenced call (seq 5) with the watcher on, the fakes of test_fence, and its reading."""
+def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True):
+    """The steps of one fenced call (seq 5) with the watcher on (`on`), the fakes of test_fence, and its
+    reading."""
     from test_fence import fake_gpu_fence
 
     steps = []
     fence = fake_gpu_fence(monkeypatch, steps)
     fence.census_at, fence.watcher.armed = census_at, armed
     fence.watcher.changed = lambda snapshot: (seen, 0)
+    if not on:
+        fence.watch_done, fence.watcher = False, None  # (as a Fence made with it off: not loaded)
+        fence._load_kernels()
     first = (torch.zeros(8, dtype=torch.uint8), torch.ones(8, dtype=torch.uint8))
     slot = torch.zeros(8, dtype=torch.uint8)
     reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=float("inf"))
@@ -149,3 +153,14 @@ def test_a_done_the_watcher_never_saw_fails_the_call(monkeypatch):
     with pytest.raises(sandbox.WorkerFailure) as failure:
         box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
     assert failure.value.kind == "early end" and "never saw the call's DONE" in str(failure.value)
+
+
+def test_with_the_watcher_off_nothing_of_it_runs(monkeypatch):
+    """Off (the default until measured), the fence's sequence is the census, the clock, GATE, DONE."""
+    from harness.parent.fence import GO
+    from harness.worker.shared_memory import DONE, GATE
+
+    steps, reading = sequence(monkeypatch, on=False)
+    assert steps == [("go", "wait", GO, 5), "event", "census", "event", "event",
+                     ("flags", "write", GATE, 5), ("flags", "wait", DONE, 5), "event", ("go", "write", GO, 5)]
+    assert not reading.unseen and reading.changed == 0

@@ -108,7 +108,7 @@ class Fence:
         self._go_buffer.bytes_tensor().zero_()
         try:
             self.census = Census()
-            self.watcher = DoneWatcher()
+            self.watcher = DoneWatcher() if self.watch_done else None  # (off: not even loaded)
         except (SharedMemoryError, OSError, AttributeError) as exc:
             raise FenceError(f"the fence's kernels did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
@@ -220,8 +220,9 @@ class Fence:
         call wherever nothing earlier in the process had launched them (--mode benchmark, which runs
         no tests first). The watcher's DONE is already 0, so it returns at once."""
         self._flush()
-        self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0,
-                            self.go.base + STARTED)
+        if self.watcher is not None:
+            self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0,
+                                self.go.base + STARTED)
 
     def _flush(self) -> None:
         """L2 flushed on the current stream: written (it holds none of the inputs), then read (its
@@ -279,7 +280,7 @@ class Fence:
         """(whether the watcher saw DONE, how many of its samples changed in `snapshot`); (True, 0)
         where it does not run. It ends once it sees DONE, which the parent's stream has passed; one
         that is still running past the deadline (DONE written and taken back) counts as unseen."""
-        if not (self.watch_done and self.watcher.armed):
+        if self.watcher is None or not self.watcher.armed:
             return True, 0
         while not self.watch_stream.query():
             if time.monotonic() > deadline + 2.0:
@@ -323,7 +324,7 @@ class Fence:
         more than the real calls they are subtracted from (~2 µs on the H100, BENCHMARKS.md). The
         parent's streams wait on flags each other writes: they need hardware queues of their own
         (made one after another in __init__; at least 8 queues, harness/parent/context.py)."""
-        if not self.watch_done:
+        if self.watcher is None:
             return
         armed = torch.cuda.Event()
         armed.record(self.stream)
