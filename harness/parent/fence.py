@@ -299,21 +299,23 @@ class Fence:
             refill_rest()
             self._flush()
             if self.census_at == "mid":
-                census.record()
-                self.census.launch(stream)
-                counted.record()
-                self._watch(seq, slot, deadline)  # (before the clock)
+                self._census_then_watch(census, counted, seq, slot, deadline)  # (before the clock)
             mid.record()
             first[0].copy_(first[1])
             if self.census_at == "gate":
-                census.record()
-                self.census.launch(stream)
-                counted.record()
-                self._watch(seq, slot, deadline)  # (after the census, which needs every SM whole)
+                self._census_then_watch(census, counted, seq, slot, deadline)
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
+
+    def _census_then_watch(self, census: Any, counted: Any, seq: int, slot: torch.Tensor, deadline: float) -> None:
+        """The census between its two events on the parent's stream, then the watcher (after the census,
+        which needs every SM whole: a watcher already on one would keep a census block off it)."""
+        census.record()
+        self.census.launch(self.stream)
+        counted.record()
+        self._watch(seq, slot, deadline)
 
     def _watch(self, seq: int, slot: torch.Tensor, deadline: float) -> None:
         """Where the watcher is on: the watcher of call `seq` launched on a stream of its own once the
