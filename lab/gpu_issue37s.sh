@@ -5,7 +5,8 @@
 #    end") and writes_into_slot with the watcher on, then off (lab/fence_ab.py --watch): what it costs.
 # 3. triton_bf16 alone, watcher on, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (a fenced
 #    run drops it: harness/parent/context.py `separate_queues`).
-# 4. lab/ipc_probe.py plain and in a new PID and IPC namespace, then both as MPS clients: can the parent
+# 4. lab/ipc_probe.py plain and in a new PID and IPC namespace, legacy IPC and an expandable segment's
+#    page passed as a descriptor (64 KiB and 4 MiB outputs), then all as MPS clients: can the parent
 #    read a worker's output where the worker computed it (threat (4))?
 # SHORT=1 (~2.5 min): only triton_bf16 and signals_done_early in 2., and no 3.
 # Outputs packed into r37s.tgz. Usage (device machine, wheels in .whl, carry .whl): [SHORT=1] bash lab/gpu_issue37s.sh
@@ -32,7 +33,7 @@ if [ -z "${SHORT:-}" ]; then
     --no-progress --budget 0.3 --submission submissions/triton_bf16.py > $R/one_queue.txt 2>&1
   echo "CUDA_DEVICE_MAX_CONNECTIONS=1, watcher on: exit $? at $(wall $t0) s"; grep -h "^triton_bf16.py: " $R/one_queue.txt | cut -c1-200
 fi
-ipc() { for flags in "" --bwrap; do
+ipc() { for flags in "" --bwrap --expandable "--bwrap --expandable" "--bwrap --expandable --bytes 4194304"; do
   timeout -k 5 40 python3 lab/ipc_probe.py $flags > "$R/ipc_$1${flags// /}.txt" 2>&1
   echo "ipc_probe $1 $flags: exit $?"; tail -1 "$R/ipc_$1${flags// /}.txt" | cut -c1-220
 done; }

@@ -10,8 +10,11 @@ and the output's offset; the parent opens it (`cuIpcOpenMemHandle`, timed), copi
 it on a stream of its own `--calls` times (`cuMemcpyDtoDAsync`, CUDA events around each) beside the
 same copy from memory of its own, and checks the bytes. With --bwrap the child runs in new PID and IPC
 namespaces (bubblewrap, as the sandboxed worker does); with --expandable its allocator uses expandable
-segments (virtual memory: legacy IPC cannot export it, so the child tries the descriptor export
-instead, `cuMemRetainAllocationHandle` + `cuMemExportToShareableHandle`, and says whether it worked).
+segments (virtual memory: legacy IPC cannot export it, so the child exports the page that holds the
+output as a descriptor instead, `cuMemRetainAllocationHandle` + `cuMemExportToShareableHandle`, and
+passes it over a Unix socket (SCM_RIGHTS, as the harness's shared memory crosses the sandbox); the
+parent imports and maps it as harness/worker/shared_memory.py maps a slot, a page of PyTorch's size
+for the output's pool: 2 MiB up to 1 MiB, else 20 MiB).
 Run it as an MPS client too (CUDA_MPS_PIPE_DIRECTORY set, a daemon running), as the fence's processes are.
 
 Usage (GPU machine, repo root):
@@ -26,6 +29,7 @@ import argparse
 import ctypes
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -52,8 +56,14 @@ def _lib():
     return lib
 
 
-def child(nbytes: int) -> int:
-    """The worker's stand-in: one output, its handle on stdout, alive until stdin closes."""
+def _page(nbytes: int) -> int:
+    """The page of PyTorch's expandable segments that an allocation of `nbytes` comes from."""
+    return 2 << 20 if nbytes <= 1 << 20 else 20 << 20
+
+
+def child(nbytes: int, sock: "socket.socket | None") -> int:
+    """The worker's stand-in: one output, its handle on stdout (an expandable segment's page as a
+    descriptor on `sock`), alive until stdin closes."""
     import torch
 
     lib = _lib()
@@ -68,9 +78,12 @@ def child(nbytes: int) -> int:
     report["handle"] = ctypes.string_at(ctypes.addressof(handle), 64).hex()
     if report["ipc_code"] != 0:  # virtual memory (expandable segments): the descriptor export instead
         generic, fd = ctypes.c_uint64(), ctypes.c_int(-1)
-        report["retain_code"] = lib.cuMemRetainAllocationHandle(ctypes.byref(generic), ctypes.c_void_p(base.value))
+        report["retain_code"] = lib.cuMemRetainAllocationHandle(ctypes.byref(generic), ctypes.c_void_p(out.data_ptr()))
         report["export_code"] = lib.cuMemExportToShareableHandle(ctypes.byref(fd), generic, _POSIX_FD,
                                                                  ctypes.c_ulonglong(0))
+        report["page_offset"] = (out.data_ptr() - base.value) % _page(nbytes)  # (base: the range's start)
+        if report["export_code"] == 0 and sock is not None:
+            socket.send_fds(sock, [b"fd"], [fd.value])
     print(json.dumps(report), flush=True)
     sys.stdin.read()  # the parent is done with it
     return 0
@@ -94,6 +107,44 @@ def _copy_times(lib, stream, dst: int, src: int, nbytes: int, calls: int) -> lis
     return times
 
 
+def _descriptor(sock: socket.socket, report: dict, args: argparse.Namespace) -> int:
+    """The parent's side of --expandable: the page's descriptor from the socket, imported and mapped
+    (the harness's own mapping code), the output copied out of it and checked."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from harness.api import Buffer
+
+    _, fds, _, _ = socket.recv_fds(sock, 16, 1)
+    if not fds:
+        print("opened: no (no descriptor came)")
+        return 1
+    begin = time.perf_counter()
+    try:
+        page = Buffer(_page(args.bytes), "cuda", fds[0])
+    except RuntimeError as e:
+        print(f"opened: no (descriptor import: {e})")
+        return 1
+    open_us = (time.perf_counter() - begin) * 1e6
+    nbytes, src = args.bytes, page.bytes_tensor().data_ptr() + report["page_offset"]
+    lib = _lib()
+    dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    own = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.Stream()
+    theirs = _copy_times(lib, stream, dst.data_ptr(), src, nbytes, args.calls)
+    ours = _copy_times(lib, stream, own.data_ptr(), dst.data_ptr(), nbytes, args.calls)
+    checksum = int(dst.view(torch.int16).to(torch.int64).sum().item())
+    _result(open_us, checksum == report["checksum"], nbytes, theirs, ours, args)
+    return 0
+
+
+def _result(open_us: float, same: bool, nbytes: int, theirs: list, ours: list, args: argparse.Namespace) -> None:
+    print(f"opened: yes in {open_us:.0f} µs; {'bytes match' if same else 'BYTES DIFFER'}; copy of {nbytes} B "
+          f"from the child's memory {statistics.median(theirs):.2f} µs, from the parent's own "
+          f"{statistics.median(ours):.2f} µs (medians of {args.calls}; bwrap {args.bwrap}, expandable "
+          f"{args.expandable}, MPS {'on' if os.environ.get('CUDA_MPS_PIPE_DIRECTORY') else 'off'})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bwrap", action="store_true")
@@ -103,7 +154,8 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.bytes)
+        fd = os.environ.get("PROBE_SOCKET_FD")
+        return child(args.bytes, socket.socket(fileno=int(fd)) if fd else None)
     import torch
 
     lib = _lib()
@@ -121,7 +173,11 @@ def main() -> int:
         command = [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--unshare-ipc",
                    "--die-with-parent", "--"] + command
     env = dict(os.environ, **({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if args.expandable else {}))
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    env["PROBE_SOCKET_FD"] = str(theirs.fileno())
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                            pass_fds=[theirs.fileno()])
+    theirs.close()
     try:
         line = proc.stdout.readline()
         if not line:
@@ -130,9 +186,11 @@ def main() -> int:
         report = json.loads(line)
         print("child:", {k: v for k, v in report.items() if k != "handle"})
         if report["ipc_code"] != 0:
-            print(f"opened: no (cuIpcGetMemHandle error {report['ipc_code']}; descriptor export error "
-                  f"{report.get('export_code')})")
-            return 1
+            if report.get("export_code") != 0:
+                print(f"opened: no (cuIpcGetMemHandle error {report['ipc_code']}; descriptor export error "
+                      f"{report.get('export_code')})")
+                return 1
+            return _descriptor(ours, report, args)
         mapped = ctypes.c_uint64()
         begin = time.perf_counter()
         code = lib.cuIpcOpenMemHandle_v2(ctypes.byref(mapped), HANDLE.from_buffer_copy(bytes.fromhex(report["handle"])),
@@ -149,11 +207,7 @@ def main() -> int:
         ours = _copy_times(lib, stream, own.data_ptr(), dst.data_ptr(), nbytes, args.calls)
         checksum = int(dst.view(torch.int16).to(torch.int64).sum().item())
         lib.cuIpcCloseMemHandle(ctypes.c_uint64(mapped.value))
-        same = "bytes match" if checksum == report["checksum"] else "BYTES DIFFER"
-        print(f"opened: yes in {open_us:.0f} µs; {same}; copy of {nbytes} B from the child's memory "
-              f"{statistics.median(theirs):.2f} µs, from the parent's own {statistics.median(ours):.2f} µs "
-              f"(medians of {args.calls}; bwrap {args.bwrap}, expandable {args.expandable}, "
-              f"MPS {'on' if os.environ.get('CUDA_MPS_PIPE_DIRECTORY') else 'off'})")
+        _result(open_us, checksum == report["checksum"], nbytes, theirs, ours, args)
         return 0
     finally:
         proc.stdin.close()
