@@ -1,6 +1,7 @@
 # Issue 37 on one GPU (~4.5 min): the DONE watcher as the fence runs it (launched on a stream of its own
 # after the census, on an SM before the clock starts, not waited for by the parent's stream).
-# 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders).
+# 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders), then
+#    lab/watcher_residency.py (what its resident warp costs a kernel that fills every SM exactly).
 # 2. A fenced leaderboard of the three bundled Triton files beside signals_done_early (must fail "early
 #    end") and writes_into_slot with the watcher on, then off (lab/fence_ab.py --watch): what it costs.
 # 3. triton_bf16 alone, watcher on, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (a fenced
@@ -15,6 +16,7 @@ R=/tmp/r37s S=/tmp/standalone; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 timeout -k 5 60 python3 lab/watcher_check.py > $R/check.txt 2>&1; echo "watcher_check: exit $?"; tail -3 $R/check.txt
+timeout -k 5 60 python3 lab/watcher_residency.py > $R/residency.txt 2>&1; echo "watcher_residency: exit $?"; tail -5 $R/residency.txt
 python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py tests/zoo_gpu/writes_into_slot.py > /dev/null
 FILES="--submission submissions/triton_bf16.py --submission $S/signals_done_early.py"
 [ -z "${SHORT:-}" ] && FILES="$FILES --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py
