@@ -1,5 +1,5 @@
-# Issue 37 on one GPU (~4.5 min): the DONE watcher as the fence runs it (launched on a stream of its own
-# after the census, on an SM before the clock starts, not waited for by the parent's stream).
+# Issue 37 on one GPU (~5.5 min): the DONE watcher as the fence runs it (in about one timed call in six,
+# drawn in secret, judged and never timed: harness/parent/case.py, TimedCalls).
 # 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders), then
 #    lab/watcher_residency.py (what its resident warp costs a kernel that fills every SM exactly).
 # 2. A fenced leaderboard of the three bundled Triton files beside signals_done_early (must fail "early

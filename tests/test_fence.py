@@ -28,7 +28,7 @@ class FakeFence:
         self.seq += 1
         return self.seq
 
-    def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+    def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
         refill_rest()
         first[0].copy_(first[1])
         self.refilled += 1
@@ -210,7 +210,7 @@ def test_a_call_whose_census_found_an_sm_held_is_rejected_and_the_worker_ended()
     class CensusFence(FakeFence):
         census = types.SimpleNamespace(sms=132)
 
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
             return Reading(float("nan"), float("nan"), held=3)
 
     fence, slot = CensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
@@ -234,8 +234,8 @@ def test_a_census_kept_waiting_for_its_sms_rejects_the_call(census_s, rejected):
     class SlowCensusFence(FakeFence):
         census = types.SimpleNamespace(sms=132)
 
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline)
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch)
             return dataclasses.replace(reading, census_s=census_s)
 
     fence, slot = SlowCensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
@@ -490,7 +490,8 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     rest = (torch.zeros(32), torch.ones(32))
     with gated:
         gated.on = False
-        reading = fence.run(1, lambda: rest[0].copy_(rest[1]), first, slot, torch.empty_like(slot), deadline=math.inf)
+        reading = fence.run(1, lambda: rest[0].copy_(rest[1]), first, slot, torch.empty_like(slot), deadline=math.inf,
+                            watch=True)
     assert reading is not None and gated.ops and ("watch", 1) in steps  # (the sequence ran: flush, copies, watcher)
     assert {"zero_", "sum"} <= warm.ops
     assert gated.ops - {"copy_"} <= warm.ops, gated.ops - warm.ops

@@ -52,9 +52,9 @@ def test_an_output_changed_after_done_fails_the_call_in_one_line_and_the_run_goe
     is over and its reply was read, so the next case runs."""
 
     class EarlyFence(FakeFence):
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
             self.slot_at_gate = slot.clone()
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline)
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch)
             return Reading(reading.interval_s, reading.call_s, changed=17)
 
     slot = torch.full((2, 8), 7.0, dtype=torch.bfloat16)
@@ -88,9 +88,9 @@ def test_a_fenced_run_drops_a_setting_that_would_put_its_streams_in_one_queue(mo
     assert os.environ.get(context.QUEUES) == (value if kept else None)
 
 
-def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True):
-    """The steps of one fenced call (seq 5) with the watcher on (`on`), the fakes of test_fence, and its
-    reading."""
+def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True, watch=True):
+    """The steps of one fenced call (seq 5) with the watcher loaded (`on`) and asked for (`watch`), the
+    fakes of test_fence, and its reading."""
     from test_fence import fake_gpu_fence
 
     steps = []
@@ -102,7 +102,7 @@ def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True):
         fence._load_kernels()
     first = (torch.zeros(8, dtype=torch.uint8), torch.ones(8, dtype=torch.uint8))
     slot = torch.zeros(8, dtype=torch.uint8)
-    reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=float("inf"))
+    reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=float("inf"), watch=watch)
     return steps, reading
 
 
@@ -144,8 +144,8 @@ def test_a_done_the_watcher_never_saw_fails_the_call(monkeypatch):
     assert reading.unseen
 
     class UnseenFence(FakeFence):
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline):
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline)
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch)
             return Reading(reading.interval_s, reading.call_s, unseen=True)
 
     slot = torch.zeros((2, 8), dtype=torch.bfloat16)
@@ -155,12 +155,65 @@ def test_a_done_the_watcher_never_saw_fails_the_call(monkeypatch):
     assert failure.value.kind == "early end" and "never saw the call's DONE" in str(failure.value)
 
 
-def test_with_the_watcher_off_nothing_of_it_runs(monkeypatch):
-    """Off (the default until measured), the fence's sequence is the census, the clock, GATE, DONE."""
+@pytest.mark.parametrize("on, watch", [(False, True), (True, False)])
+def test_a_call_not_watched_has_nothing_of_the_watcher(monkeypatch, on, watch):
+    """Off, or on in a call not asked to be watched (every timed one: harness/parent/case.py), the
+    fence's sequence is the census, the clock, GATE, DONE; no stale record of an earlier watched call
+    is judged."""
     from harness.parent.fence import GO
     from harness.worker.shared_memory import DONE, GATE
 
-    steps, reading = sequence(monkeypatch, on=False)
+    steps, reading = sequence(monkeypatch, on=on, watch=watch, seen=False)
     assert steps == [("go", "wait", GO, 5), "event", "census", "event", "event",
                      ("flags", "write", GATE, 5), ("flags", "wait", DONE, 5), "event", ("go", "write", GO, 5)]
     assert not reading.unseen and reading.changed == 0
+
+
+class _Inputs:
+    """A case's inputs as TimedCalls sees them: every call passes; `calls` records which were watched."""
+
+    def __init__(self, fails_watched=False):
+        self.box = types.SimpleNamespace(fence=types.SimpleNamespace(watcher=object()))
+        self.case = "c"
+        self.ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=types.SimpleNamespace(
+            timing=types.SimpleNamespace(max_runs=100))))
+        self.calls, self.fails_watched = [], fails_watched
+
+    def refill(self, seed):
+        pass
+
+    def call(self, timed, deadline, watched=False):
+        from harness.task.verdict import Verdict
+        from harness.timing import CallTiming
+
+        self.calls.append(watched)
+        ok = not (watched and self.fails_watched)
+        return Verdict(ok, "matches" if ok else "early end: 128 of 128 words changed"), CallTiming(1e-5, 1e-6, 0.0, ())
+
+
+def test_watched_calls_are_drawn_in_secret_judged_and_never_timed(monkeypatch):
+    """About one call in WATCH_ONE_IN is watched, by the secrets module's draw: judged like the others,
+    its time kept out of the samples; a watched call that fails names itself."""
+    from harness.parent import case
+
+    draws = iter([3, 0, 5, 0, 0, 2] * 10)
+    monkeypatch.setattr(case.secrets, "randbelow", lambda n: next(draws) if n == case.WATCH_ONE_IN else 0)
+    inputs = _Inputs()
+    calls = case.TimedCalls(inputs, lambda: 1, float("inf"), lambda *a, **k: None, None)
+    assert calls.take(lambda: len(inputs.calls) < 6) is None
+    assert inputs.calls == [False, True, False, True, True, False]
+    assert len(calls.device) == 3 and calls.watched == 3
+    failing = _Inputs(fails_watched=True)
+    calls = case.TimedCalls(failing, lambda: 1, float("inf"), lambda *a, **k: None, None)
+    assert calls.take(lambda: True) == "watched call 1: early end: 128 of 128 words changed"
+    calls.random_watch = False  # (--energy's metered calls: only watch() watches)
+    assert calls.take(lambda: len(failing.calls) < 8) is None and not any(failing.calls[2:])
+
+
+def test_without_a_watcher_no_call_is_watched():
+    from harness.parent import case
+
+    inputs = _Inputs()
+    inputs.box.fence = None
+    calls = case.TimedCalls(inputs, lambda: 1, float("inf"), lambda *a, **k: None, None)
+    assert calls.take(lambda: len(inputs.calls) < 30) is None and not any(inputs.calls) and len(calls.device) == 30

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import secrets
 import time
 from typing import Any, Callable, Optional
 
@@ -19,7 +20,7 @@ from harness.parent.fence import first_input
 from harness.results import CaseResult
 from harness.parent.sandbox import OutputLayout, Sandbox
 from harness.task.spec import Case
-from harness.timing import CallTiming, Stats, timing_problem
+from harness.timing import CallTiming, Stats, tail_problem, timing_problem
 from harness.task.verdict import Verdict, judge, tensors
 
 
@@ -86,9 +87,10 @@ class CaseInputs:
         self.fresh = None
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
-             method: Optional[str] = None) -> tuple[Verdict, CallTiming]:
+             method: Optional[str] = None, watched: bool = False) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
-        call (--diagnostics), its output judged, its time the worker's and not held to the floor."""
+        call (--diagnostics), its output judged, its time the worker's and not held to the floor.
+        `watched`: a fenced timed call whose DONE the fence's watcher checks (a check, not a sample)."""
         # (a call that fails before its refill leaves the inputs pending for the next call)
         timeout = max(1.0, deadline - time.monotonic())
         if timed and not method and self.box.fence is not None and self.fresh is not None:
@@ -98,7 +100,8 @@ class CaseInputs:
                 for dst, src in rest:
                     dst.copy_(src)
 
-            output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout)
+            output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout,
+                                              watch=watched)
             self.fresh = None
         else:
             # (warm-ups, tests and diagnostics apart from the timed calls: a case's first call also
@@ -205,3 +208,67 @@ def fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
         return {}
     first_bytes, out_bytes = _fenced_bytes(inputs)
     return {"slot_copy_s": fence.copy_s(out_bytes), "fence_s": fence.cost_s(first_bytes + out_bytes)}
+
+
+# Fenced, about one timed call in WATCH_ONE_IN (drawn in secret, at least one a case) is watched: the
+# fence's watcher checks that its DONE came after its output was final (harness/parent/fence.py). A
+# watched call is judged like any other and never timed: the watcher's warp holds an SM through it.
+WATCH_ONE_IN = 6
+
+
+class TimedCalls:
+    """A case's timed calls so far, each on fresh inputs from a secret seed and its output checked:
+    per call the ranked time, the host's launch time, the sync tail, whether the GPU waited for its
+    launches, and (fenced) the worker's own events, a diagnostic beside the ranked time; `watched`
+    counts the calls checked by the fence's watcher instead of timed."""
+
+    def __init__(self, inputs: CaseInputs, next_seed: Callable[[], int], deadline: float, progress: Callable[..., None],
+                 gauges: Any):
+        self.inputs, self.next_seed, self.deadline, self.progress, self.gauges = (
+            inputs, next_seed, deadline, progress, gauges)
+        self.device: list[float] = []
+        self.host: list[float] = []
+        self.tails: list[float] = []
+        self.caught_up: list[bool] = []
+        self.kernel: list[float] = []
+        self.matched = ""  # the last output's verdict text ("matches kv=..., rel L2 ...")
+        fence = inputs.box.fence
+        self.watching = getattr(fence, "watcher", None) is not None
+        self.watched = 0
+        self.random_watch = True  # whether take() watches calls drawn in secret (else only watch() does)
+
+    def take(self, more: Callable[[], bool]) -> Optional[str]:
+        """Timed calls while `more()`; the first failure's reason, or None."""
+        inputs = self.inputs
+        while more():
+            if self.watching and self.random_watch and secrets.randbelow(WATCH_ONE_IN) == 0:
+                failed = self.watch()
+                if failed:
+                    return failed
+                continue
+            inputs.refill(self.next_seed())
+            verdict, timing = inputs.call(timed=True, deadline=self.deadline)
+            if not verdict.ok:
+                return f"timed call {len(self.device) + 1}: {verdict.reason}"
+            self.device.append(timing.device_s)
+            self.host.append(timing.host_s)
+            self.tails.append(timing.tail_s)
+            self.caught_up.append(timing.caught_up)
+            self.progress("call", case=inputs.case, done=len(self.device),
+                          total=inputs.ctx.problem.spec.timing.max_runs)
+            self.matched = verdict.reason
+            if self.gauges:
+                self.gauges.tick()
+        return None
+
+    def watch(self) -> Optional[str]:
+        """One watched call (fresh inputs, judged, not timed); the failure's reason or None."""
+        self.inputs.refill(self.next_seed())
+        verdict, _ = self.inputs.call(timed=True, deadline=self.deadline, watched=True)
+        self.watched += 1
+        return None if verdict.ok else f"watched call {self.watched}: {verdict.reason}"
+
+    def tail_issue(self) -> Optional[str]:
+        # Fenced, what the call finished is judged on the parent's snapshot, and work left running
+        # after DONE meets the next call's census: the worker's own tail says nothing of the number.
+        return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from harness.parent import audit
 from harness.config import RunContext
-from harness.parent.case import CaseInputs, PhaseClock, case_result, fence_figures, with_calibration
+from harness.parent.case import CaseInputs, PhaseClock, TimedCalls, case_result, fence_figures, with_calibration
 from harness.device import release_cached
 from harness.parent.energy import MIN_PERIODS, EnergyBlock, energy_per_call, paced
 from harness.parent.launch import WorkerProcess, log_path
@@ -26,7 +26,7 @@ from harness.results import CaseResult, SubmissionResult
 from harness.parent.sandbox import Sandbox, WorkerFailure
 from harness.parent.scan import SourceError, declared_variant, read_source, scan
 from harness.task.spec import Case
-from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize, tail_problem
+from harness.timing import Stats, caught_up_warnings, noise_warnings, should_stop, summarize
 
 FENCED = "verified: the parent's clock, fenced around each call"
 
@@ -220,7 +220,8 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     meter = watch if ctx.energy and watch is not None and watch.energy() is not None else None
     # --energy: the timed calls go on until they span enough of the energy counter's steps (in the budget)
     energy_s = min(1.2 * MIN_PERIODS * meter.counter_period(), timing.max_seconds) if meter else 0.0
-    calls = _TimedCalls(inputs, ctx.timed_seeds(case), deadline, progress, watch.case() if watch else None)
+    calls = TimedCalls(inputs, ctx.timed_seeds(case), deadline, progress, watch.case() if watch else None)
+    calls.random_watch = meter is None  # (--energy: no watched call among the calls it meters)
     block_start = meter.energy() if meter else None
     start = time.monotonic()
     failed = calls.take(lambda: not should_stop(calls.device, time.monotonic() - start, timing.min_runs,
@@ -234,6 +235,8 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
                             and deadline - time.monotonic() > 1 + 3 * max(calls.host + calls.device))
         issue = failed or calls.tail_issue()
     block_end = meter.energy() if meter else None
+    if not issue and calls.watching and not calls.watched:
+        issue = calls.watch()
     elapsed = time.monotonic() - start
     clocks, clock_warnings = calls.gauges.finish() if calls.gauges else ({}, ())
     diagnostics: dict[str, Any] = {}
@@ -273,47 +276,6 @@ def _warm_up(inputs: CaseInputs, deadline: float) -> tuple[Optional[str], tuple[
         if not captured:
             return None, (f"--graph: not capturable ({why}); timed plain calls",)
     return None, ()
-
-
-class _TimedCalls:
-    """A case's timed calls so far, each on fresh inputs from a secret seed and its output checked:
-    per call the ranked time, the host's launch time, the sync tail, whether the GPU waited for its
-    launches, and (fenced) the worker's own events, a diagnostic beside the ranked time."""
-
-    def __init__(self, inputs: CaseInputs, next_seed: Callable[[], int], deadline: float, progress: Progress,
-                 gauges: Any):
-        self.inputs, self.next_seed, self.deadline, self.progress, self.gauges = (
-            inputs, next_seed, deadline, progress, gauges)
-        self.device: list[float] = []
-        self.host: list[float] = []
-        self.tails: list[float] = []
-        self.caught_up: list[bool] = []
-        self.kernel: list[float] = []
-        self.matched = ""  # the last output's verdict text ("matches kv=..., rel L2 ...")
-
-    def take(self, more: Callable[[], bool]) -> Optional[str]:
-        """Timed calls while `more()`; the first failure's reason, or None."""
-        inputs = self.inputs
-        while more():
-            inputs.refill(self.next_seed())
-            verdict, timing = inputs.call(timed=True, deadline=self.deadline)
-            if not verdict.ok:
-                return f"timed call {len(self.device) + 1}: {verdict.reason}"
-            self.device.append(timing.device_s)
-            self.host.append(timing.host_s)
-            self.tails.append(timing.tail_s)
-            self.caught_up.append(timing.caught_up)
-            self.progress("call", case=inputs.case, done=len(self.device),
-                          total=inputs.ctx.problem.spec.timing.max_runs)
-            self.matched = verdict.reason
-            if self.gauges:
-                self.gauges.tick()
-        return None
-
-    def tail_issue(self) -> Optional[str]:
-        # Fenced, what the call finished is judged on the parent's snapshot, and work left running
-        # after DONE meets the next call's census: the worker's own tail says nothing of the number.
-        return None if self.inputs.box.fence is not None else tail_problem(self.tails, self.device)
 
 
 DIAGNOSTIC_CALLS = 5  # --diagnostics, and a fenced run's `events µs`: calls per case and method

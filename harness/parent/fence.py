@@ -6,7 +6,8 @@ in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call 
 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
   parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
-                  [the watcher launched on a stream of its own, wait until it is on an SM], E_mid,
+                  [watched calls: the watcher launched on a stream of its own, wait until it is on an
+                  SM], E_mid,
                   refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a private
                   snapshot, E_end; then the parent's host writes GO := seq
 
@@ -26,7 +27,9 @@ that every SM was free of the worker's kernels after the refill and the flush: n
 loaded on chip before then survives into the call, and a call where an SM stayed held is rejected.
 The watcher (harness/parent/watcher.py) samples the slot from an SM the moment DONE is written: a
 call whose output changed after its DONE (a last step left to run in the stream's wake-up, which the
-null calls subtract) is rejected.
+null calls subtract) is rejected. It runs only in the calls the caller asks to watch (`run(watch=)`):
+a few drawn in secret, checked like every call and never timed (harness/parent/engine.py), since its
+warp holds an SM through the call and a kernel that fills every SM exactly would wait for it.
 
 The two processes' streams meet on the GPU only under MPS, which the run starts (harness/parent/mps.py):
 across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
@@ -93,11 +96,9 @@ class Fence:
     # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
-    # Whether a watcher kernel (harness/parent/watcher.py) samples the output the moment DONE is
-    # written, so that a call whose output changes after its DONE is rejected. Off until measured as
-    # `_watch` runs it (lab/gpu_issue37s.sh); BENCHMARKS.md has it on the H100 launched after GATE
-    # instead: the early DONE rejected, no second wave for the bundled kernels, numbers ~2 µs low.
-    watch_done = False
+    # Whether the watcher kernel (harness/parent/watcher.py) is loaded, for the calls the caller asks
+    # to watch (`run(watch=True)`): off, no call is watched and an early DONE is not caught.
+    watch_done = True
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -115,6 +116,7 @@ class Fence:
         self.stream = torch.cuda.Stream()
         self.side = torch.cuda.Stream()  # releases the parent's stream when a worker never signals
         self.watch_stream = torch.cuda.Stream()  # the DONE watcher's (`_watch`)
+        self._watching = False  # whether the last call's watcher was launched
         self.flush_buffer = torch.zeros(flush_bytes(l2_bytes), dtype=torch.uint8, device="cuda")
         self._words = self.flush_buffer.view(torch.float32)
         self._sink = torch.zeros((), dtype=torch.float32, device="cuda")
@@ -245,15 +247,18 @@ class Fence:
         self.stream.synchronize()
 
     def run(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
-            slot: torch.Tensor, snapshot: torch.Tensor, deadline: float) -> Optional[Reading]:
+            slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, watch: bool = False) -> Optional[Reading]:
         """The parent's side of call `seq`, once the worker enqueued its own: `refill_rest()` copies
-        every input but the first, `first` is (shared first input, its new value). Returns the
+        every input but the first, `first` is (shared first input, its new value); `watch`: the
+        watcher samples the output at DONE (where it is loaded; its call is a check, not a timing,
+        for the caller to keep out of the samples). Returns the
         reading; one with `held` set and no times when the census found an SM held (the parent's
         stream may still wait on it); or None when the worker did not signal DONE by `deadline`. In
         both of the last cases the caller ends the worker and calls `release`."""
         self.stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
         marks = census, counted, mid, end = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        self._enqueue(seq, refill_rest, first, slot, snapshot, deadline, marks)
+        self._watching = False
+        self._enqueue(seq, refill_rest, first, slot, snapshot, deadline, marks, watch)
         self.go.write(self.side, GO, seq)
         look = None  # once the census has started: when to look whether it is stuck (its SMs held)
         while not end.query():
@@ -280,7 +285,7 @@ class Fence:
         """(whether the watcher saw DONE, how many of its samples changed in `snapshot`); (True, 0)
         where it does not run. It ends once it sees DONE, which the parent's stream has passed; one
         that is still running past the deadline (DONE written and taken back) counts as unseen."""
-        if self.watcher is None or not self.watcher.armed:
+        if not self._watching:
             return True, 0
         while not self.watch_stream.query():
             if time.monotonic() > deadline + 2.0:
@@ -289,7 +294,8 @@ class Fence:
         return self.watcher.changed(snapshot)
 
     def _enqueue(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
-                 slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, marks: Sequence[Any]) -> None:
+                 slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, marks: Sequence[Any],
+                 watch: bool = False) -> None:
         """The parent's side of call `seq` (the module's docstring), enqueued behind GO; `marks` are the
         events (census, counted, mid, end)."""
         census, counted, mid, end = marks
@@ -299,33 +305,33 @@ class Fence:
             refill_rest()
             self._flush()
             if self.census_at == "mid":
-                self._census_then_watch(census, counted, seq, slot, deadline)  # (before the clock)
+                self._census_then_watch(census, counted, seq, slot, deadline, watch)  # (before the clock)
             mid.record()
             first[0].copy_(first[1])
             if self.census_at == "gate":
-                self._census_then_watch(census, counted, seq, slot, deadline)
+                self._census_then_watch(census, counted, seq, slot, deadline, watch)
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
             snapshot.copy_(slot)
             end.record()
 
-    def _census_then_watch(self, census: Any, counted: Any, seq: int, slot: torch.Tensor, deadline: float) -> None:
-        """The census between its two events on the parent's stream, then the watcher (after the census,
-        which needs every SM whole: a watcher already on one would keep a census block off it)."""
+    def _census_then_watch(self, census: Any, counted: Any, seq: int, slot: torch.Tensor, deadline: float,
+                           watch: bool) -> None:
+        """The census between its two events on the parent's stream, then in a watched call the watcher
+        (after the census, which needs every SM whole: a watcher already on one would keep a census
+        block off it)."""
         census.record()
         self.census.launch(self.stream)
         counted.record()
-        self._watch(seq, slot, deadline)
+        if watch:
+            self._watch(seq, slot, deadline)
 
     def _watch(self, seq: int, slot: torch.Tensor, deadline: float) -> None:
-        """Where the watcher is on: the watcher of call `seq` launched on a stream of its own once the
-        parent's stream is past the census, and the parent's stream held until it is on an SM (so it
-        is placed before any kernel of the call). Its launch and its end are in no interval, a null
-        call's as a real one's: launched on the parent's stream after GATE it would still be starting
-        when a null call's DONE comes (a null call does almost nothing), and the null calls would cost
-        more than the real calls they are subtracted from (~2 µs on the H100, BENCHMARKS.md). The
-        parent's streams wait on flags each other writes: they need hardware queues of their own
-        (made one after another in __init__; at least 8 queues, harness/parent/context.py)."""
+        """Where the watcher is loaded: the watcher of call `seq` launched on a stream of its own once
+        the parent's stream is past the census, and the parent's stream held until it is on an SM (so
+        it is placed before any kernel of the call, and a write after DONE cannot keep it off the
+        GPU). The parent's streams wait on flags each other writes: they need hardware queues of their
+        own (made one after another in __init__; at least 8 queues, harness/parent/context.py)."""
         if self.watcher is None:
             return
         armed = torch.cuda.Event()
@@ -333,7 +339,8 @@ class Fence:
         self.watch_stream.wait_event(armed)
         self.watcher.launch(self.watch_stream, self.flags.base + DONE, seq, slot,
                             max(0.0, deadline - time.monotonic()) + 1.0, self.go.base + STARTED)
-        if self.watcher.armed:  # (nothing launched for a slot under 4 bytes: nothing to wait for)
+        self._watching = self.watcher.armed
+        if self._watching:  # (nothing launched for a slot under 4 bytes: nothing to wait for)
             self.go.wait(self.stream, STARTED, seq)
 
     @staticmethod

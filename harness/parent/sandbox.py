@@ -192,13 +192,15 @@ class Sandbox:
     # twice the longest recent enqueue, within these bounds.
     ENQUEUE_WAIT = (0.002, 0.2)
 
-    def fenced_call(self, refill_rest: Callable[[], None], first: tuple, timeout: float) -> tuple[Any, CallTiming]:
+    def fenced_call(self, refill_rest: Callable[[], None], first: tuple, timeout: float,
+                    watch: bool = False) -> tuple[Any, CallTiming]:
         """One timed call under the parent's fence (harness/parent/fence.py): the worker enqueues it behind
         the gate, the parent's stream refills the inputs (`refill_rest()`, then `first` = (shared
         first input, its new value)), flushes L2, opens the gate and takes a snapshot of the slot
         once the worker signals. Returns the snapshot (or what the worker returned, when it did not
         fit the slot) and the timing: `device_s` the parent's measurement, `host_s` how long the worker took to enqueue the call, `caught_up` whether the
-        parent opened the gate before the call was enqueued."""
+        parent opened the gate before the call was enqueued. `watch`: the fence's watcher checks that
+        DONE came after the output was final (harness/parent/fence.py, `run`)."""
         fence, deadline = self.fence, time.monotonic() + timeout
         seq = fence.next_seq()
         # 0xFF bytes: a stale slot must not pass for this call's answer, and a write after DONE changes
@@ -213,7 +215,7 @@ class Sandbox:
         ready = self.worker.channel.wait_readable(min(wait, max(0.0, deadline - time.monotonic())))
         enqueued = time.perf_counter() - start
         try:
-            reading = fence.run(seq, refill_rest, first, self._slot, snapshot, deadline)
+            reading = fence.run(seq, refill_rest, first, self._slot, snapshot, deadline, watch=watch)
             if reading is None:
                 self.worker.kill()  # first: a worker still writing DONE or holding the GPU would keep the parent waiting
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
