@@ -28,7 +28,7 @@ class FakeFence:
         self.seq += 1
         return self.seq
 
-    def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
+    def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
         refill_rest()
         first[0].copy_(first[1])
         self.refilled += 1
@@ -37,6 +37,9 @@ class FakeFence:
 
     def release(self, seq: int) -> None:
         self.released.append(seq)
+
+    def watch_verdict(self, snapshot, deadline):
+        return True, 0
 
 
 def fenced_box(replies: list[dict], fence: FakeFence, slot: torch.Tensor, on_wait=lambda: None):
@@ -210,7 +213,7 @@ def test_a_call_whose_census_found_an_sm_held_is_rejected_and_the_worker_ended()
     class CensusFence(FakeFence):
         census = types.SimpleNamespace(sms=132)
 
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
             return Reading(float("nan"), float("nan"), held=3)
 
     fence, slot = CensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
@@ -234,8 +237,8 @@ def test_a_census_kept_waiting_for_its_sms_rejects_the_call(census_s, rejected):
     class SlowCensusFence(FakeFence):
         census = types.SimpleNamespace(sms=132)
 
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch)
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch_s)
             return dataclasses.replace(reading, census_s=census_s)
 
     fence, slot = SlowCensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
@@ -456,6 +459,7 @@ def fake_gpu_fence(monkeypatch, steps: list):
         launch=lambda stream, flag, seq, slot, limit_s, started: steps.append(("watch", seq)),
         changed=lambda snapshot: (True, 0), armed=True)
     fence.flags, fence.go, fence.watch_done = Flags("flags"), Flags("go"), True
+    fence.end_census = None
     return fence
 
 
@@ -491,7 +495,7 @@ def test_every_kernel_the_parents_stream_runs_behind_go_is_loaded_before_any_go(
     with gated:
         gated.on = False
         reading = fence.run(1, lambda: rest[0].copy_(rest[1]), first, slot, torch.empty_like(slot), deadline=math.inf,
-                            watch=True)
+                            watch_s=1.0)
     assert reading is not None and gated.ops and ("watch", 1) in steps  # (the sequence ran: flush, copies, watcher)
     assert {"zero_", "sum"} <= warm.ops
     assert gated.ops - {"copy_"} <= warm.ops, gated.ops - warm.ops
@@ -519,3 +523,58 @@ def test_an_interrupt_during_a_fenced_call_ends_the_worker_first_and_stays_an_in
         box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
     assert fence.released[0] == (1, [True])  # ended before the first release
     assert box.fence is None  # (and no later call is fenced)
+
+
+def test_a_release_writes_go_too(monkeypatch):
+    """A call whose enqueue failed before the host wrote GO leaves the parent's stream waiting on GO:
+    the release writes GO as well as DONE, so the stream drains and the fence stays usable."""
+    from harness.parent.fence import GO
+    from harness.worker.shared_memory import DONE
+
+    steps = []
+    fake_gpu_fence(monkeypatch, steps).release(7)
+    assert steps == [("go", "write", GO, 7), ("flags", "write", DONE, 7)]
+
+
+def test_the_end_census_holds_the_clock_until_every_sm_is_free(monkeypatch):
+    """With the end census on, a census runs after DONE and before the snapshot and E_end (in null calls
+    too, which run the same sequence): a kernel still running after DONE is inside the interval. It is
+    launched once when the fence is made, as every kernel behind GO is (lazy module loading)."""
+    from harness.parent.fence import GO
+    from harness.worker.shared_memory import DONE, GATE
+
+    steps = []
+    fence = fake_gpu_fence(monkeypatch, steps)
+    fence.watcher = None
+    fence.end_census = types.SimpleNamespace(launch=lambda stream: steps.append("end census"), missed=lambda: 0)
+    fence._load_kernels()
+    assert steps == ["end census"]
+    steps.clear()
+    first = (torch.zeros(8, dtype=torch.uint8), torch.ones(8, dtype=torch.uint8))
+    slot = torch.zeros(8, dtype=torch.uint8)
+    reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=math.inf)
+    assert steps == [("go", "wait", GO, 5), "event", "census", "event", "event", ("flags", "write", GATE, 5),
+                     ("flags", "wait", DONE, 5), "end census", "event", ("go", "write", GO, 5)]
+    assert reading.held_after == 0
+
+
+def test_a_kernel_still_on_an_sm_long_after_done_fails_the_call_and_ends_the_worker():
+    """The end census's blocks wait END_CENSUS_LIMIT_S for SMs a kernel still holds after DONE; past
+    it the call fails in one line and the worker (with its kernel) is ended."""
+
+    class AfterFence(FakeFence):
+        census = types.SimpleNamespace(sms=132)
+
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
+            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch_s)
+            return dataclasses.replace(reading, held_after=2)
+
+    fence, slot = AfterFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
+    box, _ = fenced_box(forged(slot.shape), fence, slot)
+    killed = []
+    box.worker.kill = lambda: killed.append(True)
+    with pytest.raises(sandbox.WorkerFailure) as failure:
+        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
+    assert failure.value.kind == "held the GPU" and failure.value.fatal and killed == [True]
+    assert "a kernel was still running after the call signalled its end (2 of the end census's blocks" in str(
+        failure.value) and "\n" not in str(failure.value)

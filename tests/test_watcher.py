@@ -10,7 +10,6 @@ from test_fence import FakeFence, fenced_box, forged, no_cuda_sync  # noqa: F401
 import pytest
 
 from harness.parent import sandbox, watcher
-from harness.parent.fence import Reading
 
 
 def record(seed: int, words: torch.Tensor, seen: int = 1) -> torch.Tensor:
@@ -52,10 +51,13 @@ def test_an_output_changed_after_done_fails_the_call_in_one_line_and_the_run_goe
     is over and its reply was read, so the next case runs."""
 
     class EarlyFence(FakeFence):
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
             self.slot_at_gate = slot.clone()
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch)
-            return Reading(reading.interval_s, reading.call_s, changed=17)
+            return super().run(seq, refill_rest, first, slot, snapshot, deadline, watch_s)
+
+        def watch_verdict(self, snapshot, deadline):
+            assert sent == ["call", "collect"]  # (asked after the worker's reply: no later message for a watched call)
+            return True, 17
 
     slot = torch.full((2, 8), 7.0, dtype=torch.bfloat16)
     fence = EarlyFence(40e-6)
@@ -88,7 +90,7 @@ def test_a_fenced_run_drops_a_setting_that_would_put_its_streams_in_one_queue(mo
     assert os.environ.get(context.QUEUES) == (value if kept else None)
 
 
-def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True, watch=True):
+def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True, watch=1.0):
     """The steps of one fenced call (seq 5) with the watcher loaded (`on`) and asked for (`watch`), the
     fakes of test_fence, and its reading."""
     from test_fence import fake_gpu_fence
@@ -102,8 +104,9 @@ def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True, watch
         fence._load_kernels()
     first = (torch.zeros(8, dtype=torch.uint8), torch.ones(8, dtype=torch.uint8))
     slot = torch.zeros(8, dtype=torch.uint8)
-    reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=float("inf"), watch=watch)
-    return steps, reading
+    snapshot = torch.empty_like(slot)
+    reading = fence.run(5, lambda: None, first, slot, snapshot, deadline=float("inf"), watch_s=watch)
+    return steps, fence.watch_verdict(snapshot, float("inf")) if reading else None
 
 
 def test_the_watcher_is_on_an_sm_after_the_census_and_before_the_clock_starts(monkeypatch):
@@ -113,12 +116,12 @@ def test_the_watcher_is_on_an_sm_after_the_census_and_before_the_clock_starts(mo
     from harness.parent.fence import GO, STARTED
     from harness.worker.shared_memory import DONE, GATE
 
-    steps, reading = sequence(monkeypatch)
+    steps, verdict = sequence(monkeypatch)
     assert steps == [("go", "wait", GO, 5), "event", "census", "event",  # census, counted
                      "event", "wait_event", ("watch", 5), ("go", "wait", STARTED, 5),  # armed
                      "event", ("flags", "write", GATE, 5), ("flags", "wait", DONE, 5), "event",  # mid ... end
                      ("go", "write", GO, 5)]
-    assert not reading.unseen and reading.changed == 0
+    assert verdict == (True, 0)
 
 
 def test_with_the_census_at_the_gate_the_watcher_follows_it(monkeypatch):
@@ -134,28 +137,28 @@ def test_a_slot_too_small_to_watch_is_not_waited_for(monkeypatch):
     """No watcher is launched for a slot under 4 bytes: the parent's stream must not wait for one."""
     from harness.parent.fence import STARTED
 
-    steps, reading = sequence(monkeypatch, armed=False)
-    assert ("go", "wait", STARTED, 5) not in steps and not reading.unseen
+    steps, verdict = sequence(monkeypatch, armed=False, seen=False)
+    assert ("go", "wait", STARTED, 5) not in steps and verdict == (True, 0)
 
 
 def test_a_done_the_watcher_never_saw_fails_the_call(monkeypatch):
     """The parent's stream passed DONE, but the watcher never saw it: DONE was written and taken back."""
-    _, reading = sequence(monkeypatch, seen=False)
-    assert reading.unseen
+    _, verdict = sequence(monkeypatch, seen=False)
+    assert verdict == (False, 0)
 
     class UnseenFence(FakeFence):
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch=False):
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch)
-            return Reading(reading.interval_s, reading.call_s, unseen=True)
+        def watch_verdict(self, snapshot, deadline):
+            return False, 0
 
     slot = torch.zeros((2, 8), dtype=torch.bfloat16)
     box, _ = fenced_box(forged(slot.shape), UnseenFence(4e-5), slot)
     with pytest.raises(sandbox.WorkerFailure) as failure:
         box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
-    assert failure.value.kind == "early end" and "never saw the call's DONE" in str(failure.value)
+    assert failure.value.kind == "early end" and "did not see the call's DONE" in str(failure.value)
+    assert "a launch that needs every SM" in str(failure.value) and not failure.value.fatal
 
 
-@pytest.mark.parametrize("on, watch", [(False, True), (True, False)])
+@pytest.mark.parametrize("on, watch", [(False, 1.0), (True, None)])
 def test_a_call_not_watched_has_nothing_of_the_watcher(monkeypatch, on, watch):
     """Off, or on in a call not asked to be watched (every timed one: harness/parent/case.py), the
     fence's sequence is the census, the clock, GATE, DONE; no stale record of an earlier watched call
@@ -163,57 +166,76 @@ def test_a_call_not_watched_has_nothing_of_the_watcher(monkeypatch, on, watch):
     from harness.parent.fence import GO
     from harness.worker.shared_memory import DONE, GATE
 
-    steps, reading = sequence(monkeypatch, on=on, watch=watch, seen=False)
+    steps, verdict = sequence(monkeypatch, on=on, watch=watch, seen=False)
     assert steps == [("go", "wait", GO, 5), "event", "census", "event", "event",
                      ("flags", "write", GATE, 5), ("flags", "wait", DONE, 5), "event", ("go", "write", GO, 5)]
-    assert not reading.unseen and reading.changed == 0
+    assert verdict == (True, 0)
 
 
 class _Inputs:
-    """A case's inputs as TimedCalls sees them: every call passes; `calls` records which were watched."""
+    """A case's inputs as TimedCalls sees them: every call passes in `call_s`; `calls` records each
+    call's watcher bound (None: not watched)."""
 
-    def __init__(self, fails_watched=False):
+    def __init__(self, fails_watched=False, call_s=1e-5):
         self.box = types.SimpleNamespace(fence=types.SimpleNamespace(watcher=object()))
         self.case = "c"
         self.ctx = types.SimpleNamespace(problem=types.SimpleNamespace(spec=types.SimpleNamespace(
             timing=types.SimpleNamespace(max_runs=100))))
-        self.calls, self.fails_watched = [], fails_watched
+        self.calls, self.fails_watched, self.call_s = [], fails_watched, call_s
 
     def refill(self, seed):
         pass
 
-    def call(self, timed, deadline, watched=False):
+    def call(self, timed, deadline, watch_s=None):
         from harness.task.verdict import Verdict
         from harness.timing import CallTiming
 
-        self.calls.append(watched)
-        ok = not (watched and self.fails_watched)
-        return Verdict(ok, "matches" if ok else "early end: 128 of 128 words changed"), CallTiming(1e-5, 1e-6, 0.0, ())
+        self.calls.append(watch_s)
+        ok = not (watch_s is not None and self.fails_watched)
+        return (Verdict(ok, "matches" if ok else "early end: 128 of 128 words changed"),
+                CallTiming(self.call_s, 1e-6, 0.0, ()))
+
+
+def timed_calls(inputs):
+    from harness.parent import case
+
+    return case.TimedCalls(inputs, lambda: 1, float("inf"), lambda *a, **k: None, None)
 
 
 def test_watched_calls_are_drawn_in_secret_judged_and_never_timed(monkeypatch):
     """About one call in WATCH_ONE_IN is watched, by the secrets module's draw: judged like the others,
-    its time kept out of the samples; a watched call that fails names itself."""
+    its time kept out of the samples (and kept for --energy, which meters every call); a watched call
+    that fails names itself. The watcher waits for DONE a bounded time: WATCH_FIRST_S before any call
+    was timed, then WATCH_BOUND times the slowest call so far, at least WATCH_MIN_S."""
     from harness.parent import case
 
-    draws = iter([3, 0, 5, 0, 0, 2] * 10)
+    draws = iter([0, 3, 0, 5, 0, 2] * 10)
     monkeypatch.setattr(case.secrets, "randbelow", lambda n: next(draws) if n == case.WATCH_ONE_IN else 0)
-    inputs = _Inputs()
-    calls = case.TimedCalls(inputs, lambda: 1, float("inf"), lambda *a, **k: None, None)
+    inputs = _Inputs(call_s=2e-3)
+    calls = timed_calls(inputs)
     assert calls.take(lambda: len(inputs.calls) < 6) is None
-    assert inputs.calls == [False, True, False, True, True, False]
-    assert len(calls.device) == 3 and calls.watched == 3
+    assert inputs.calls == [case.WATCH_FIRST_S, None, case.WATCH_BOUND * 2e-3, None, case.WATCH_BOUND * 2e-3, None]
+    assert calls.device == [2e-3] * 3 and calls.watched == [2e-3] * 3
+    small = _Inputs(call_s=1e-5)
+    calls = timed_calls(small)
+    calls.device = [1e-5]
+    assert calls.watch() is None and small.calls == [case.WATCH_MIN_S]
     failing = _Inputs(fails_watched=True)
-    calls = case.TimedCalls(failing, lambda: 1, float("inf"), lambda *a, **k: None, None)
-    assert calls.take(lambda: True) == "watched call 1: early end: 128 of 128 words changed"
-    calls.random_watch = False  # (--energy's metered calls: only watch() watches)
-    assert calls.take(lambda: len(failing.calls) < 8) is None and not any(failing.calls[2:])
+    assert timed_calls(failing).take(lambda: True) == "watched call 1: early end: 128 of 128 words changed"
 
 
-def test_without_a_watcher_no_call_is_watched():
-    from harness.parent import case
-
+def test_a_case_owes_one_watched_call_and_only_where_a_watcher_runs():
+    """A case none of whose calls was drawn gets one watched call at its end, where time is left
+    (harness/parent/engine.py); none without a watcher."""
     inputs = _Inputs()
+    calls = timed_calls(inputs)
+    assert calls.may_watch()
+    calls.watched.append(1e-5)
+    assert not calls.may_watch()
+    calls = timed_calls(inputs)
+    calls.deadline = 0.0
+    assert not calls.may_watch()
     inputs.box.fence = None
-    calls = case.TimedCalls(inputs, lambda: 1, float("inf"), lambda *a, **k: None, None)
+    calls = timed_calls(inputs)
     assert calls.take(lambda: len(inputs.calls) < 30) is None and not any(inputs.calls) and len(calls.device) == 30
+    assert not calls.may_watch()

@@ -87,10 +87,11 @@ class CaseInputs:
         self.fresh = None
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
-             method: Optional[str] = None, watched: bool = False) -> tuple[Verdict, CallTiming]:
+             method: Optional[str] = None, watch_s: Optional[float] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
         call (--diagnostics), its output judged, its time the worker's and not held to the floor.
-        `watched`: a fenced timed call whose DONE the fence's watcher checks (a check, not a sample)."""
+        `watch_s`: a fenced timed call whose DONE the fence's watcher checks, waiting for it at most that
+        long (a check, not a sample)."""
         # (a call that fails before its refill leaves the inputs pending for the next call)
         timeout = max(1.0, deadline - time.monotonic())
         if timed and not method and self.box.fence is not None and self.fresh is not None:
@@ -101,7 +102,7 @@ class CaseInputs:
                     dst.copy_(src)
 
             output, timing = self.clock.timed("calls", self.box.fenced_call, refill_rest, first, timeout,
-                                              watch=watched)
+                                              watch_s=watch_s)
             self.fresh = None
         else:
             # (warm-ups, tests and diagnostics apart from the timed calls: a case's first call also
@@ -213,14 +214,18 @@ def fence_figures(inputs: CaseInputs) -> dict[str, Optional[float]]:
 # Fenced, about one timed call in WATCH_ONE_IN (drawn in secret, at least one a case) is watched: the
 # fence's watcher checks that its DONE came after its output was final (harness/parent/fence.py). A
 # watched call is judged like any other and never timed: the watcher's warp holds an SM through it.
+# The watcher waits for DONE WATCH_BOUND times the slowest call so far (at least WATCH_MIN_S; before
+# any, WATCH_FIRST_S): a call that cannot start beside it then goes on once it leaves, and fails.
 WATCH_ONE_IN = 6
+WATCH_BOUND, WATCH_MIN_S, WATCH_FIRST_S = 20, 0.02, 1.0
 
 
 class TimedCalls:
     """A case's timed calls so far, each on fresh inputs from a secret seed and its output checked:
     per call the ranked time, the host's launch time, the sync tail, whether the GPU waited for its
     launches, and (fenced) the worker's own events, a diagnostic beside the ranked time; `watched`
-    counts the calls checked by the fence's watcher instead of timed."""
+    holds the parent's times of the calls checked by the fence's watcher instead of timed (not
+    samples; --energy counts them among the calls it meters)."""
 
     def __init__(self, inputs: CaseInputs, next_seed: Callable[[], int], deadline: float, progress: Callable[..., None],
                  gauges: Any):
@@ -234,14 +239,13 @@ class TimedCalls:
         self.matched = ""  # the last output's verdict text ("matches kv=..., rel L2 ...")
         fence = inputs.box.fence
         self.watching = getattr(fence, "watcher", None) is not None
-        self.watched = 0
-        self.random_watch = True  # whether take() watches calls drawn in secret (else only watch() does)
+        self.watched: list[float] = []
 
     def take(self, more: Callable[[], bool]) -> Optional[str]:
         """Timed calls while `more()`; the first failure's reason, or None."""
         inputs = self.inputs
         while more():
-            if self.watching and self.random_watch and secrets.randbelow(WATCH_ONE_IN) == 0:
+            if self.watching and secrets.randbelow(WATCH_ONE_IN) == 0:
                 failed = self.watch()
                 if failed:
                     return failed
@@ -264,9 +268,17 @@ class TimedCalls:
     def watch(self) -> Optional[str]:
         """One watched call (fresh inputs, judged, not timed); the failure's reason or None."""
         self.inputs.refill(self.next_seed())
-        verdict, _ = self.inputs.call(timed=True, deadline=self.deadline, watched=True)
-        self.watched += 1
-        return None if verdict.ok else f"watched call {self.watched}: {verdict.reason}"
+        bound = max(WATCH_MIN_S, WATCH_BOUND * max(self.device + self.watched)) if self.device else WATCH_FIRST_S
+        verdict, timing = self.inputs.call(timed=True, deadline=self.deadline, watch_s=bound)
+        if not verdict.ok:
+            return f"watched call {len(self.watched) + 1}: {verdict.reason}"
+        self.watched.append(timing.device_s)
+        return None
+
+    def may_watch(self) -> bool:
+        """Whether a watched call is owed (none yet in this case) and fits before the deadline."""
+        return (self.watching and not self.watched
+                and self.deadline - time.monotonic() > 1 + 3 * max(self.host + self.device, default=0.0))
 
     def tail_issue(self) -> Optional[str]:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running

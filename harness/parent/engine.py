@@ -221,7 +221,6 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     # --energy: the timed calls go on until they span enough of the energy counter's steps (in the budget)
     energy_s = min(1.2 * MIN_PERIODS * meter.counter_period(), timing.max_seconds) if meter else 0.0
     calls = TimedCalls(inputs, ctx.timed_seeds(case), deadline, progress, watch.case() if watch else None)
-    calls.random_watch = meter is None  # (--energy: no watched call among the calls it meters)
     block_start = meter.energy() if meter else None
     start = time.monotonic()
     failed = calls.take(lambda: not should_stop(calls.device, time.monotonic() - start, timing.min_runs,
@@ -235,9 +234,10 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
                             and deadline - time.monotonic() > 1 + 3 * max(calls.host + calls.device))
         issue = failed or calls.tail_issue()
     block_end = meter.energy() if meter else None
-    if not issue and calls.watching and not calls.watched:
-        issue = calls.watch()
+    metered = calls.device + calls.watched  # (the calls block A holds, watched ones too)
     elapsed = time.monotonic() - start
+    if not issue and calls.may_watch():  # (after the energy block: its calls are counted by their times)
+        issue = calls.watch()
     clocks, clock_warnings = calls.gauges.finish() if calls.gauges else ({}, ())
     diagnostics: dict[str, Any] = {}
     if not issue and inputs.box.fence is not None:  # the worker's own events, beside the fenced number
@@ -249,7 +249,7 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     energy: dict[str, Any] = {}
     if meter and block_start and block_end:
         energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
-                                    calls.device, calls.next_seed)
+                                    metered, calls.next_seed)
     device = summarize(calls.device)
     return case_result(case, True, calls.matched, device=with_calibration(device, inputs), host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),

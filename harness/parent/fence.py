@@ -7,29 +7,26 @@ in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
   parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
                   [watched calls: the watcher launched on a stream of its own, wait until it is on an
-                  SM], E_mid,
-                  refill the first input, GATE := seq, wait DONE >= seq, copy the slot into a private
-                  snapshot, E_end; then the parent's host writes GO := seq
+                  SM], E_mid, refill the first input, GATE := seq, wait DONE >= seq, [the end census],
+                  copy the slot into a private snapshot, E_end; then the parent's host writes GO := seq
 
-The worker enqueues its side first (its launches wait behind GATE, so they are not timed) and says so;
-the parent then enqueues its side, and releases it with GO once all of it is enqueued (so the host's
-own launch times are not in the interval either). The call's time is E_mid -> E_end less the fence's
-own cost, which the parent measures with null calls before the worker imports the submission
-(`calibrate`): the hand-over from GATE to DONE with one trivial kernel between (the dispatch every
-call with a kernel has), and the parent's own steps. The worker records no events inside the
-interval. The output's copy into the slot stays in the number (a submission that wrote its output
-there itself would otherwise gain what was subtracted); `copy_s` says how much of it that is. The parent
-judges the snapshot: an output that was not complete when the parent's stream took it fails,
-whatever the worker says or when it signals DONE. Work on other streams, on the CPU or through
-copies lands inside the interval (the output depends on it); the first input (q) is written after
-E_mid, so nothing that needs it can start before the clock. The census (harness/parent/census.py) proves
-that every SM was free of the worker's kernels after the refill and the flush: nothing the worker
-loaded on chip before then survives into the call, and a call where an SM stayed held is rejected.
-The watcher (harness/parent/watcher.py) samples the slot from an SM the moment DONE is written: a
-call whose output changed after its DONE (a last step left to run in the stream's wake-up, which the
-null calls subtract) is rejected. It runs only in the calls the caller asks to watch (`run(watch=)`):
-a few drawn in secret, checked like every call and never timed (harness/parent/engine.py), since its
-warp holds an SM through the call and a kernel that fills every SM exactly would wait for it.
+The worker enqueues its side first (its launches wait behind GATE: not timed); the parent then
+enqueues its own and releases it with GO (its launches are not timed either). The call's time is
+E_mid -> E_end less the fence's own cost, measured by null calls before the worker imports the
+submission (`calibrate`): GATE to DONE with one trivial kernel between, and the parent's own steps.
+The worker records no events inside the interval. The output's copy into the slot stays in the
+number (a file that wrote its output there itself would otherwise gain what was subtracted;
+`copy_s`). The parent judges the snapshot, whatever the worker says or when it signals DONE. Work
+on other streams, on the CPU or through copies lands inside the interval (the output depends on
+it); q is written after E_mid, so nothing that needs it can start before the clock. The census
+(harness/parent/census.py) proves every SM free of the worker's kernels after the refill and the
+flush (nothing loaded on chip before survives into the call); a call where one stayed held is
+rejected. In the calls the caller asks to watch (`run(watch_s=)`: a few drawn in secret, judged and
+never timed, harness/parent/case.py), the watcher (harness/parent/watcher.py) samples the slot from
+an SM the moment DONE is written: a call whose output changed after its DONE (a last step hidden in
+the stream's wake-up, which the null calls subtract) is rejected. Where the end census runs
+(`census_at_end`), a second census after DONE holds E_end until every SM is free, so a kernel still
+running after its DONE (an early DONE from a kernel whose last blocks still compute) is timed.
 
 The two processes' streams meet on the GPU only under MPS, which the run starts (harness/parent/mps.py):
 across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
@@ -68,6 +65,7 @@ CENSUS_LOOK_S = 0.002    # how long after the census starts the parent looks whe
 # a free H200 (BENCHMARKS.md); longer means some SM was held when the census came.
 CENSUS_MAX_S = 20e-6
 RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
+END_CENSUS_LIMIT_S = 1.0  # how long the end census's blocks wait for an SM a kernel still holds after DONE
 GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until a call is enqueued
 STARTED = 4              # in the same buffer: the call's watcher is on an SM (harness/parent/watcher.py)
 
@@ -81,8 +79,7 @@ class Reading:
     held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
     census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
     least_s: float = math.nan  # the interval less the fastest null call: what the call took at the least
-    changed: int = 0    # words of the output the watcher sampled at DONE that changed before the snapshot
-    unseen: bool = False  # the watcher ran and never saw DONE, which the parent's stream did see
+    held_after: int = 0  # end census blocks that found their SM held past END_CENSUS_LIMIT_S after DONE
 
 
 class FenceError(RuntimeError):
@@ -96,9 +93,12 @@ class Fence:
     # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
-    # Whether the watcher kernel (harness/parent/watcher.py) is loaded, for the calls the caller asks
-    # to watch (`run(watch=True)`): off, no call is watched and an early DONE is not caught.
-    watch_done = True
+    # Whether the watcher (harness/parent/watcher.py) is loaded for the calls the caller asks to watch,
+    # and whether a census runs after DONE, before the snapshot (in every interval, the null calls'
+    # too). Both off until measured on a GPU (lab/gpu_issue37s.sh; `lab/fence_ab.py --watch
+    # --end-census`); watching every call, the watcher rejected the early DONE on the H100.
+    watch_done = False
+    census_at_end = False
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -110,6 +110,7 @@ class Fence:
         try:
             self.census = Census()
             self.watcher = DoneWatcher() if self.watch_done else None  # (off: not even loaded)
+            self.end_census = Census(END_CENSUS_LIMIT_S) if self.census_at_end else None
         except (SharedMemoryError, OSError, AttributeError) as exc:
             raise FenceError(f"the fence's kernels did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
@@ -222,6 +223,8 @@ class Fence:
         call wherever nothing earlier in the process had launched them (--mode benchmark, which runs
         no tests first). The watcher's DONE is already 0, so it returns at once."""
         self._flush()
+        if self.end_census is not None:
+            self.end_census.launch(torch.cuda.current_stream())
         if self.watcher is not None:
             self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0,
                                 self.go.base + STARTED)
@@ -247,18 +250,20 @@ class Fence:
         self.stream.synchronize()
 
     def run(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
-            slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, watch: bool = False) -> Optional[Reading]:
+            slot: torch.Tensor, snapshot: torch.Tensor, deadline: float,
+            watch_s: Optional[float] = None) -> Optional[Reading]:
         """The parent's side of call `seq`, once the worker enqueued its own: `refill_rest()` copies
-        every input but the first, `first` is (shared first input, its new value); `watch`: the
-        watcher samples the output at DONE (where it is loaded; its call is a check, not a timing,
-        for the caller to keep out of the samples). Returns the
+        every input but the first, `first` is (shared first input, its new value); `watch_s`: where
+        the watcher is loaded, it samples the output at DONE, waiting at most that long for it (the
+        call is then a check, not a timing, for the caller to keep out of the samples; its verdict:
+        `watch_verdict`). Returns the
         reading; one with `held` set and no times when the census found an SM held (the parent's
         stream may still wait on it); or None when the worker did not signal DONE by `deadline`. In
         both of the last cases the caller ends the worker and calls `release`."""
         self.stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
         marks = census, counted, mid, end = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         self._watching = False
-        self._enqueue(seq, refill_rest, first, slot, snapshot, deadline, marks, watch)
+        self._enqueue(seq, refill_rest, first, slot, snapshot, deadline, marks, watch_s)
         self.go.write(self.side, GO, seq)
         look = None  # once the census has started: when to look whether it is stuck (its SMs held)
         while not end.query():
@@ -276,15 +281,17 @@ class Fence:
         nbytes = first[0].numel() * first[0].element_size() + slot.numel() * slot.element_size()
         least = interval - self.cost_s(nbytes, least=True)
         typical = interval - self.cost_s(nbytes)
-        seen, changed = self._watched(snapshot, deadline)
         # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
-        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, changed,
-                       unseen=not seen)
+        after = self.end_census.missed() if self.end_census is not None else 0
+        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, after)
 
-    def _watched(self, snapshot: torch.Tensor, deadline: float) -> tuple[bool, int]:
-        """(whether the watcher saw DONE, how many of its samples changed in `snapshot`); (True, 0)
-        where it does not run. It ends once it sees DONE, which the parent's stream has passed; one
-        that is still running past the deadline (DONE written and taken back) counts as unseen."""
+    def watch_verdict(self, snapshot: torch.Tensor, deadline: float) -> tuple[bool, int]:
+        """For the last call, once `run` returned its reading: (whether the watcher saw DONE, how many
+        of its samples changed in `snapshot`); (True, 0) where it did not run. It ends once it sees
+        DONE, which the parent's stream has passed, or at its bound; one still running past the
+        deadline (DONE written and taken back) counts as unseen. Asked for after the worker's own
+        reply (harness/parent/sandbox.py), so the worker's next message does not come later after a
+        watched call."""
         if not self._watching:
             return True, 0
         while not self.watch_stream.query():
@@ -295,7 +302,7 @@ class Fence:
 
     def _enqueue(self, seq: int, refill_rest: Callable[[], None], first: tuple[torch.Tensor, torch.Tensor],
                  slot: torch.Tensor, snapshot: torch.Tensor, deadline: float, marks: Sequence[Any],
-                 watch: bool = False) -> None:
+                 watch_s: Optional[float] = None) -> None:
         """The parent's side of call `seq` (the module's docstring), enqueued behind GO; `marks` are the
         events (census, counted, mid, end)."""
         census, counted, mid, end = marks
@@ -305,52 +312,57 @@ class Fence:
             refill_rest()
             self._flush()
             if self.census_at == "mid":
-                self._census_then_watch(census, counted, seq, slot, deadline, watch)  # (before the clock)
+                self._census_then_watch(census, counted, seq, slot, deadline, watch_s)  # (before the clock)
             mid.record()
             first[0].copy_(first[1])
             if self.census_at == "gate":
-                self._census_then_watch(census, counted, seq, slot, deadline, watch)
+                self._census_then_watch(census, counted, seq, slot, deadline, watch_s)
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
+            if self.end_census is not None:
+                self.end_census.launch(stream)
             snapshot.copy_(slot)
             end.record()
 
     def _census_then_watch(self, census: Any, counted: Any, seq: int, slot: torch.Tensor, deadline: float,
-                           watch: bool) -> None:
+                           watch_s: Optional[float]) -> None:
         """The census between its two events on the parent's stream, then in a watched call the watcher
         (after the census, which needs every SM whole: a watcher already on one would keep a census
         block off it)."""
         census.record()
         self.census.launch(self.stream)
         counted.record()
-        if watch:
-            self._watch(seq, slot, deadline)
+        if watch_s is not None:
+            self._watch(seq, slot, min(deadline, time.monotonic() + watch_s))
 
-    def _watch(self, seq: int, slot: torch.Tensor, deadline: float) -> None:
-        """Where the watcher is loaded: the watcher of call `seq` launched on a stream of its own once
-        the parent's stream is past the census, and the parent's stream held until it is on an SM (so
-        it is placed before any kernel of the call, and a write after DONE cannot keep it off the
-        GPU). The parent's streams wait on flags each other writes: they need hardware queues of their
-        own (made one after another in __init__; at least 8 queues, harness/parent/context.py)."""
+    def _watch(self, seq: int, slot: torch.Tensor, until: float) -> None:
+        """The watcher of call `seq` (where loaded), waiting for DONE until `until` (host monotonic)
+        and a second more: launched on a stream of its own once the parent's stream is past the census,
+        which then waits until it is on an SM (placed before any kernel of the call). Its bound lets
+        a call that cannot start beside it (a launch that needs every SM) go on, and fail as unseen.
+        The streams wait on flags each other writes: each needs a hardware queue (context.py)."""
         if self.watcher is None:
             return
         armed = torch.cuda.Event()
         armed.record(self.stream)
         self.watch_stream.wait_event(armed)
         self.watcher.launch(self.watch_stream, self.flags.base + DONE, seq, slot,
-                            max(0.0, deadline - time.monotonic()) + 1.0, self.go.base + STARTED)
+                            max(0.0, until - time.monotonic()) + 1.0, self.go.base + STARTED)
         self._watching = self.watcher.armed
         if self._watching:  # (nothing launched for a slot under 4 bytes: nothing to wait for)
             self.go.wait(self.stream, STARTED, seq)
 
     @staticmethod
     def held(reading: Reading) -> str:
-        """Why the census says a kernel was on the GPU when `reading`'s call began, or ""."""
+        """When a census found a kernel on the GPU in `reading`'s call, and how it knows; or ""."""
+        if reading.held_after:
+            return (f"after the call signalled its end ({reading.held_after} of the end census's blocks found "
+                    f"their SM held for {END_CENSUS_LIMIT_S:.0f} s)")
         if reading.held:
-            return f"{reading.held} of the census's blocks found their SM held"
+            return f"when the call began ({reading.held} of the census's blocks found their SM held)"
         if reading.census_s > CENSUS_MAX_S:
-            return (f"the census waited {reading.census_s * 1e6:.0f} µs for SMs held by another kernel "
-                    f"(on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
+            return (f"when the call began (the census waited {reading.census_s * 1e6:.0f} µs for SMs held by "
+                    f"another kernel; on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
         return ""
 
     def _held_now(self) -> int:
@@ -360,9 +372,11 @@ class Fence:
         return held
 
     def release(self, seq: int) -> None:
-        """Write DONE from the parent and wait, at most RELEASE_SECONDS, for the parent's stream to pass
-        it (a worker that failed before signalling; call it once a worker that may still write DONE,
-        or hold the GPU, has been ended). FenceError when the stream stays held."""
+        """Write GO and DONE from the parent and wait, at most RELEASE_SECONDS, for the parent's stream
+        to pass them (a worker that failed before signalling, or a call whose enqueue failed before GO;
+        call it once a worker that may still write DONE, or hold the GPU, has been ended). FenceError
+        when the stream stays held."""
+        self.go.write(self.side, GO, seq)
         self.flags.write(self.side, DONE, seq)
         deadline = time.monotonic() + RELEASE_SECONDS
         while not (self.side.query() and self.stream.query()):

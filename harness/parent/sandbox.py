@@ -193,14 +193,15 @@ class Sandbox:
     ENQUEUE_WAIT = (0.002, 0.2)
 
     def fenced_call(self, refill_rest: Callable[[], None], first: tuple, timeout: float,
-                    watch: bool = False) -> tuple[Any, CallTiming]:
+                    watch_s: Optional[float] = None) -> tuple[Any, CallTiming]:
         """One timed call under the parent's fence (harness/parent/fence.py): the worker enqueues it behind
         the gate, the parent's stream refills the inputs (`refill_rest()`, then `first` = (shared
         first input, its new value)), flushes L2, opens the gate and takes a snapshot of the slot
         once the worker signals. Returns the snapshot (or what the worker returned, when it did not
         fit the slot) and the timing: `device_s` the parent's measurement, `host_s` how long the worker took to enqueue the call, `caught_up` whether the
-        parent opened the gate before the call was enqueued. `watch`: the fence's watcher checks that
-        DONE came after the output was final (harness/parent/fence.py, `run`)."""
+        parent opened the gate before the call was enqueued. `watch_s`: the fence's watcher checks that
+        DONE came after the output was final, waiting for DONE at most that long (harness/parent/fence.py,
+        `run`)."""
         fence, deadline = self.fence, time.monotonic() + timeout
         seq = fence.next_seq()
         # 0xFF bytes: a stale slot must not pass for this call's answer, and a write after DONE changes
@@ -215,15 +216,15 @@ class Sandbox:
         ready = self.worker.channel.wait_readable(min(wait, max(0.0, deadline - time.monotonic())))
         enqueued = time.perf_counter() - start
         try:
-            reading = fence.run(seq, refill_rest, first, self._slot, snapshot, deadline, watch=watch)
+            reading = fence.run(seq, refill_rest, first, self._slot, snapshot, deadline, watch_s=watch_s)
             if reading is None:
                 self.worker.kill()  # first: a worker still writing DONE or holding the GPU would keep the parent waiting
                 raise WorkerFailure("timeout", f"timed out after {timeout:.0f} s: the call never signalled its end")
             held = fence.held(reading)
             if held:
                 self.worker.kill()
-                raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({held}): "
-                                    "nothing may run on the GPU between calls")
+                raise WorkerFailure("held the GPU", f"a kernel was still running {held}: nothing may run on the GPU "
+                                    "between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException as failure:
             if isinstance(failure, KeyboardInterrupt):  # (SIGTERM too): the worker goes first, so the release is quick
@@ -242,13 +243,15 @@ class Sandbox:
         else:
             enqueued = time.perf_counter() - start
         described, timing = self._collect_fenced(reply, reading, enqueued, ready, deadline)
-        if reading.changed:
+        seen, changed = fence.watch_verdict(snapshot, deadline)
+        if changed:
             raise WorkerFailure("early end", f"the call signalled its end (DONE) before its output was final: "
-                                f"{reading.changed} of {SAMPLES} words of the output sampled when it did changed "
+                                f"{changed} of {SAMPLES} words of the output sampled when it did changed "
                                 "afterwards (nothing may write the output after DONE)")
-        if reading.unseen:
-            raise WorkerFailure("early end", "the parent's watcher never saw the call's DONE, which its stream "
-                                "did see: DONE was taken back (it may only be written once, at the end)")
+        if not seen:
+            raise WorkerFailure("early end", "the parent's watcher did not see the call's DONE, which its stream "
+                                "did see: DONE was taken back (it may only be written once, at the end), or the "
+                                "call could not start beside the watcher's one warp (a launch that needs every SM)")
         return (snapshot if reply.get("copied") is True else described), timing
 
     def _collect_fenced(self, reply: dict, reading: Any, enqueued: float, ready: bool,
