@@ -19,7 +19,7 @@ from harness.worker import shared_memory
 from harness.worker.channel import ChannelClosed, ChannelError, ChannelTimeout, printable, printable_line
 from harness.device import DeviceInfo
 from harness.parent.launch import WorkerProcess, start_worker
-from harness.parent.watcher import SAMPLES
+from harness.parent.watcher import watch_problem
 from harness.timing import CallTiming
 
 # A request is a small frame that fits the socket's buffer whole, so a worker waiting for it takes it at
@@ -243,15 +243,9 @@ class Sandbox:
         else:
             enqueued = time.perf_counter() - start
         described, timing = self._collect_fenced(reply, reading, enqueued, ready, deadline)
-        seen, changed = fence.watch_verdict(snapshot, deadline)
-        if changed:
-            raise WorkerFailure("early end", f"the call signalled its end (DONE) before its output was final: "
-                                f"{changed} of {SAMPLES} words of the output sampled when it did changed "
-                                "afterwards (nothing may write the output after DONE)")
-        if not seen:
-            raise WorkerFailure("early end", "the parent's watcher did not see the call's DONE, which its stream "
-                                "did see: DONE was taken back (it may only be written once, at the end), or the "
-                                "call could not start beside the watcher's one warp (a launch that needs every SM)")
+        late = watch_problem(*fence.watch_verdict(snapshot, deadline))
+        if late:
+            raise WorkerFailure("early end", late)
         return (snapshot if reply.get("copied") is True else described), timing
 
     def _collect_fenced(self, reply: dict, reading: Any, enqueued: float, ready: bool,

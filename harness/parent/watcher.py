@@ -176,6 +176,19 @@ class DoneWatcher:
         return compare(self.out, snapshot) if self.armed else (False, 0)
 
 
+def watch_problem(seen: bool, changed: int) -> str:
+    """What the parent tells of a watched call whose watcher saw DONE (`seen`) and `changed` sampled
+    words change after it (`DoneWatcher.changed`), or "" when it passed."""
+    if changed:
+        return (f"the call signalled its end (DONE) before its output was final: {changed} of {SAMPLES} words of the "
+                "output sampled when it did changed afterwards (nothing may write the output after DONE)")
+    if not seen:
+        return ("the parent's watcher did not see the call's DONE, which its stream did see: DONE was taken back (it "
+                "may only be written once, at the end), or the call could not start beside the watcher's one warp "
+                "(a launch that needs every SM)")
+    return ""
+
+
 def compare(out: torch.Tensor, snapshot: torch.Tensor) -> tuple[bool, int]:
     """What the watcher's record `out` says against `snapshot` (see `DoneWatcher.changed`)."""
     if int(out[0].item()) != 1:  # (its offsets are then another call's, perhaps past this slot's end)
