@@ -110,8 +110,6 @@ def _copy_times(lib, stream, dst: int, src: int, nbytes: int, calls: int) -> lis
 def _descriptor(sock: socket.socket, report: dict, args: argparse.Namespace) -> int:
     """The parent's side of --expandable: the page's descriptor from the socket, imported and mapped
     (the harness's own mapping code), the output copied out of it and checked."""
-    import torch
-
     sys.path.insert(0, str(ROOT))
     from harness.api import Buffer
 
@@ -127,15 +125,22 @@ def _descriptor(sock: socket.socket, report: dict, args: argparse.Namespace) -> 
         return 1
     open_us = (time.perf_counter() - begin) * 1e6
     nbytes, src = args.bytes, page.bytes_tensor().data_ptr() + report["page_offset"]
-    lib = _lib()
+    theirs, ours, checksum = _measure(_lib(), src, nbytes, args.calls)
+    _result(open_us, checksum == report["checksum"], nbytes, theirs, ours, args)
+    return 0
+
+
+def _measure(lib, src: int, nbytes: int, calls: int) -> tuple[list, list, int]:
+    """(the copy's times from `src`, the same copy's from the parent's own memory, the copied bytes'
+    checksum as the child computes it)."""
+    import torch
+
     dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     own = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     stream = torch.cuda.Stream()
-    theirs = _copy_times(lib, stream, dst.data_ptr(), src, nbytes, args.calls)
-    ours = _copy_times(lib, stream, own.data_ptr(), dst.data_ptr(), nbytes, args.calls)
-    checksum = int(dst.view(torch.int16).to(torch.int64).sum().item())
-    _result(open_us, checksum == report["checksum"], nbytes, theirs, ours, args)
-    return 0
+    theirs = _copy_times(lib, stream, dst.data_ptr(), src, nbytes, calls)
+    ours = _copy_times(lib, stream, own.data_ptr(), dst.data_ptr(), nbytes, calls)
+    return theirs, ours, int(dst.view(torch.int16).to(torch.int64).sum().item())
 
 
 def _result(open_us: float, same: bool, nbytes: int, theirs: list, ours: list, args: argparse.Namespace) -> None:
@@ -199,13 +204,8 @@ def main() -> int:
         if code != 0:
             print(f"opened: no (cuIpcOpenMemHandle error {code})")
             return 1
-        nbytes, src = args.bytes, mapped.value + report["offset"]
-        dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-        own = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-        stream = torch.cuda.Stream()
-        theirs = _copy_times(lib, stream, dst.data_ptr(), src, nbytes, args.calls)
-        ours = _copy_times(lib, stream, own.data_ptr(), dst.data_ptr(), nbytes, args.calls)
-        checksum = int(dst.view(torch.int16).to(torch.int64).sum().item())
+        nbytes = args.bytes
+        theirs, ours, checksum = _measure(lib, mapped.value + report["offset"], nbytes, args.calls)
         lib.cuIpcCloseMemHandle(ctypes.c_uint64(mapped.value))
         _result(open_us, checksum == report["checksum"], nbytes, theirs, ours, args)
         return 0

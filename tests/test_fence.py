@@ -42,6 +42,19 @@ class FakeFence:
         return True, 0
 
 
+def fence_reading(**fields) -> FakeFence:
+    """A fake fence (132 SMs) whose readings carry `fields` (a census's findings)."""
+
+    class Fence_(FakeFence):
+        census = types.SimpleNamespace(sms=132)
+
+        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
+            return dataclasses.replace(super().run(seq, refill_rest, first, slot, snapshot, deadline, watch_s),
+                                       **fields)
+
+    return Fence_(1e-5)
+
+
 def fenced_box(replies: list[dict], fence: FakeFence, slot: torch.Tensor, on_wait=lambda: None):
     box = object.__new__(sandbox.Sandbox)
     box.device = types.SimpleNamespace(type="cpu", is_gpu=False)
@@ -234,14 +247,7 @@ def test_a_census_kept_waiting_for_its_sms_rejects_the_call(census_s, rejected):
     (they start their own clocks only once placed, so none misses): the time from the census's
     launch to every block counted in says so, and the call is rejected as if a block had missed."""
 
-    class SlowCensusFence(FakeFence):
-        census = types.SimpleNamespace(sms=132)
-
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch_s)
-            return dataclasses.replace(reading, census_s=census_s)
-
-    fence, slot = SlowCensusFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
+    fence, slot = fence_reading(census_s=census_s), torch.zeros((2, 3), dtype=torch.bfloat16)
     box, _ = fenced_box(forged(slot.shape), fence, slot)
     box.worker.kill = lambda: None
     if not rejected:
@@ -562,14 +568,7 @@ def test_a_kernel_still_on_an_sm_long_after_done_fails_the_call_and_ends_the_wor
     """The end census's blocks wait END_CENSUS_LIMIT_S for SMs a kernel still holds after DONE; past
     it the call fails in one line and the worker (with its kernel) is ended."""
 
-    class AfterFence(FakeFence):
-        census = types.SimpleNamespace(sms=132)
-
-        def run(self, seq, refill_rest, first, slot, snapshot, deadline, watch_s=None):
-            reading = super().run(seq, refill_rest, first, slot, snapshot, deadline, watch_s)
-            return dataclasses.replace(reading, held_after=2)
-
-    fence, slot = AfterFence(1e-5), torch.zeros((2, 3), dtype=torch.bfloat16)
+    fence, slot = fence_reading(held_after=2), torch.zeros((2, 3), dtype=torch.bfloat16)
     box, _ = fenced_box(forged(slot.shape), fence, slot)
     killed = []
     box.worker.kill = lambda: killed.append(True)
