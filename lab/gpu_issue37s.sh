@@ -1,13 +1,12 @@
-# Issue 37 on one GPU (~6.5 min): the DONE watcher as the fence runs it (in about one timed call in six,
-# drawn in secret, judged and never timed: harness/parent/case.py, TimedCalls) and the end census (a
-# census after DONE, in every interval: Fence.census_at_end), both off by default until this run.
+# Issue 37 on one GPU (~6 min): the DONE watcher as the fence runs it (in about one timed call in six,
+# drawn in secret, judged and never timed: harness/parent/case.py, TimedCalls; off by default until
+# this run).
 # 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders), then
 #    lab/watcher_residency.py (what its resident warp costs a kernel that fills every SM exactly).
 # 2. A fenced leaderboard of the three bundled Triton files beside signals_done_early (must fail
-#    "watched call N: early end") and writes_into_slot with the watcher and the end census on, then
-#    both off (lab/fence_ab.py): what they cost (the timed numbers must agree); then the end census
-#    alone against signals_done_early's combine mode (DONE before a kernel: must rank no faster than
-#    triton_bf16).
+#    "watched call N: early end") and writes_into_slot with the watcher on, then off (lab/fence_ab.py
+#    --watch): what it costs (the timed numbers must agree); then signals_done_early's combine mode
+#    (DONE before a kernel) with the watcher on (must fail too).
 # 3. triton_bf16 alone, watcher on, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (a fenced
 #    run drops it: harness/parent/context.py `separate_queues`).
 # 4. lab/ipc_probe.py plain and in a new PID and IPC namespace, legacy IPC and an expandable segment's
@@ -32,14 +31,14 @@ lb() {  # name, fence_ab flags, files
   echo "leaderboard $1 ($2): exit $? at $(wall $t0) s"
   grep -hE "^[a-z_0-9]+\.py: (pass|FAIL)|fence cost" $R/lb_$1.txt | cut -c1-200 | head -12
 }
-lb on "--watch on --end-census on" "$FILES"
-lb off "--watch off --end-census off" "$FILES"
-SUBMISSION_EARLY_DONE=combine lb end "--watch off --end-census on" \
+lb on "--watch on" "$FILES"
+lb off "--watch off" "$FILES"
+SUBMISSION_EARLY_DONE=combine lb combine "--watch on" \
   "--submission submissions/triton_bf16.py --submission $S/signals_done_early.py"
 python3 lab/issue37_table.py $R/lb_on.json $R/lb_off.json 2>&1 | cut -c1-200 | head -44
 if [ -z "${SHORT:-}" ]; then
   t0=$(date +%s.%N)
-  CUDA_DEVICE_MAX_CONNECTIONS=1 timeout -k 10 60 python3 lab/fence_ab.py --watch on --end-census on -- --mode leaderboard --sandbox require \
+  CUDA_DEVICE_MAX_CONNECTIONS=1 timeout -k 10 60 python3 lab/fence_ab.py --watch on -- --mode leaderboard --sandbox require \
     --no-progress --budget 0.3 --submission submissions/triton_bf16.py > $R/one_queue.txt 2>&1
   echo "CUDA_DEVICE_MAX_CONNECTIONS=1, watcher on: exit $? at $(wall $t0) s"; grep -h "^triton_bf16.py: " $R/one_queue.txt | cut -c1-200
 fi

@@ -1,6 +1,7 @@
 """The fenced timing's parent side on the CPU: a fake fence stands in for the GPU's flags and events,
 a fake worker's replies for the channel, so the code that decides which number ranks runs here. The
 real fence runs on the H200 (lab/h200_fence.sh, BENCHMARKS.md)."""
+import ctypes
 import dataclasses
 import math
 import statistics
@@ -465,7 +466,6 @@ def fake_gpu_fence(monkeypatch, steps: list):
         launch=lambda stream, flag, seq, slot, limit_s, started: steps.append(("watch", seq)),
         changed=lambda snapshot: (True, 0), armed=True)
     fence.flags, fence.go, fence.watch_done = Flags("flags"), Flags("go"), True
-    fence.end_census = None
     return fence
 
 
@@ -542,38 +542,25 @@ def test_a_release_writes_go_too(monkeypatch):
     assert steps == [("go", "write", GO, 7), ("flags", "write", DONE, 7)]
 
 
-def test_the_end_census_holds_the_clock_until_every_sm_is_free(monkeypatch):
-    """With the end census on, a census runs after DONE and before the snapshot and E_end (in null calls
-    too, which run the same sequence): a kernel still running after DONE is inside the interval. It is
-    launched once when the fence is made, as every kernel behind GO is (lazy module loading)."""
-    from harness.parent.fence import GO
-    from harness.worker.shared_memory import DONE, GATE
+def test_a_census_that_failed_to_launch_is_not_counted(monkeypatch):
+    """Each census's blocks wait until the count reaches the rounds so far times the SMs: a launch that
+    failed must not count as a round, or every later census would wait for blocks that never come."""
+    from harness.parent import census as census_module
 
-    steps = []
-    fence = fake_gpu_fence(monkeypatch, steps)
-    fence.watcher = None
-    fence.end_census = types.SimpleNamespace(launch=lambda stream: steps.append("end census"), missed=lambda: 0)
-    fence._load_kernels()
-    assert steps == ["end census"]
-    steps.clear()
-    first = (torch.zeros(8, dtype=torch.uint8), torch.ones(8, dtype=torch.uint8))
-    slot = torch.zeros(8, dtype=torch.uint8)
-    reading = fence.run(5, lambda: None, first, slot, torch.empty_like(slot), deadline=math.inf)
-    assert steps == [("go", "wait", GO, 5), "event", "census", "event", "event", ("flags", "write", GATE, 5),
-                     ("flags", "wait", DONE, 5), "end census", "event", ("go", "write", GO, 5)]
-    assert reading.held_after == 0
+    targets = []
 
+    def launch(name, function, *args):
+        targets.append(ctypes.cast(args[-2][1], ctypes.POINTER(ctypes.c_uint32)).contents.value)
+        if len(targets) == 2:
+            raise census_module.SharedMemoryError("cuLaunchKernel failed with error 700")
 
-def test_a_kernel_still_on_an_sm_long_after_done_fails_the_call_and_ends_the_worker():
-    """The end census's blocks wait END_CENSUS_LIMIT_S for SMs a kernel still holds after DONE; past
-    it the call fails in one line and the worker (with its kernel) is ended."""
-
-    fence, slot = fence_reading(held_after=2), torch.zeros((2, 3), dtype=torch.bfloat16)
-    box, _ = fenced_box(forged(slot.shape), fence, slot)
-    killed = []
-    box.worker.kill = lambda: killed.append(True)
-    with pytest.raises(sandbox.WorkerFailure) as failure:
-        box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
-    assert failure.value.kind == "held the GPU" and failure.value.fatal and killed == [True]
-    assert "a kernel was still running after the call signalled its end (2 of the end census's blocks" in str(
-        failure.value) and "\n" not in str(failure.value)
+    monkeypatch.setattr(census_module, "driver_call", launch)
+    census = object.__new__(census_module.Census)
+    census.sms, census.rounds, census.limit_ns, census.smem, census._function = 4, 0, 1, 0, None
+    census.counts = torch.zeros(2, dtype=torch.int32)
+    stream = types.SimpleNamespace(cuda_stream=0)
+    census.launch(stream)
+    with pytest.raises(census_module.SharedMemoryError):
+        census.launch(stream)
+    census.launch(stream)
+    assert targets == [4, 8, 8] and census.rounds == 2

@@ -102,15 +102,17 @@ class Census:
         self._missed_seen = 0
 
     def launch(self, stream: "torch.cuda.Stream") -> None:
-        """Enqueue one census on `stream`."""
-        self.rounds += 1
+        """Enqueue one census on `stream`. Its blocks count in on top of the earlier rounds', so a round
+        is counted only once launched (a failed launch must not leave every later census one round
+        short, each then rejecting its call)."""
         counts = ctypes.c_uint64(self.counts.data_ptr())
-        target = ctypes.c_uint32((self.sms * self.rounds) & 0xFFFFFFFF)
+        target = ctypes.c_uint32((self.sms * (self.rounds + 1)) & 0xFFFFFFFF)
         limit = ctypes.c_uint64(self.limit_ns)
         values = (counts, target, limit)
         params = (ctypes.c_void_p * 3)(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
         driver_call("LaunchKernel", self._function, self.sms, 1, 1, THREADS, 1, 1, self.smem,
               ctypes.c_void_p(stream.cuda_stream), params, None)
+        self.rounds += 1
 
     def missed(self) -> int:
         """Blocks that found their SM held since the last time this was asked (the stream that ran

@@ -7,8 +7,8 @@ in shared GPU memory (harness/worker/shared_memory.py, `StreamFlags`). For call 
   worker stream:  wait GATE >= seq, the call, copy the output into the slot, DONE := seq
   parent stream:  wait GO >= seq, refill the inputs but the first, flush L2 (write + read), census,
                   [watched calls: the watcher launched on a stream of its own, wait until it is on an
-                  SM], E_mid, refill the first input, GATE := seq, wait DONE >= seq, [the end census],
-                  copy the slot into a private snapshot, E_end; then the parent's host writes GO := seq
+                  SM], E_mid, refill the first input, GATE := seq, wait DONE >= seq, copy the slot
+                  into a private snapshot, E_end; then the parent's host writes GO := seq
 
 The worker enqueues its side first (its launches wait behind GATE: not timed); the parent then
 enqueues its own and releases it with GO (its launches are not timed either). The call's time is
@@ -24,9 +24,7 @@ flush (nothing loaded on chip before survives into the call); a call where one s
 rejected. In the calls the caller asks to watch (`run(watch_s=)`: a few drawn in secret, judged and
 never timed, harness/parent/case.py), the watcher (harness/parent/watcher.py) samples the slot from
 an SM the moment DONE is written: a call whose output changed after its DONE (a last step hidden in
-the stream's wake-up, which the null calls subtract) is rejected. Where the end census runs
-(`census_at_end`), a second census after DONE holds E_end until every SM is free, so a kernel still
-running after its DONE (an early DONE from a kernel whose last blocks still compute) is timed.
+the stream's wake-up, which the null calls subtract) is rejected.
 
 The two processes' streams meet on the GPU only under MPS, which the run starts (harness/parent/mps.py):
 across ordinary contexts every flag handed over waits for a time slice (~0.3 ms on the H200,
@@ -65,7 +63,6 @@ CENSUS_LOOK_S = 0.002    # how long after the census starts the parent looks whe
 # a free H200 (BENCHMARKS.md); longer means some SM was held when the census came.
 CENSUS_MAX_S = 20e-6
 RELEASE_SECONDS = 10.0   # how long the parent's stream may take to drain once the worker is gone
-END_CENSUS_LIMIT_S = 1.0  # how long the end census's blocks wait for an SM a kernel still holds after DONE
 GO = 0                   # the flag (in a buffer of the parent's own) its stream waits on until a call is enqueued
 STARTED = 4              # in the same buffer: the call's watcher is on an SM (harness/parent/watcher.py)
 
@@ -79,7 +76,6 @@ class Reading:
     held: int = 0       # census blocks that found their SM held by another kernel (the call is rejected)
     census_s: float = 0.0  # from the census's launch to every block counted in (over CENSUS_MAX_S: held)
     least_s: float = math.nan  # the interval less the fastest null call: what the call took at the least
-    held_after: int = 0  # end census blocks that found their SM held past END_CENSUS_LIMIT_S after DONE
 
 
 class FenceError(RuntimeError):
@@ -93,12 +89,10 @@ class Fence:
     # worker starts after it and before GATE gains at most the first input's copy and the hand-over),
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
-    # Whether the watcher (harness/parent/watcher.py) is loaded for the calls the caller asks to watch,
-    # and whether a census runs after DONE, before the snapshot (in every interval, the null calls'
-    # too). Both off until measured on a GPU (lab/gpu_issue37s.sh; `lab/fence_ab.py --watch
-    # --end-census`); watching every call, the watcher rejected the early DONE on the H100.
+    # Whether the watcher (harness/parent/watcher.py) is loaded for the calls the caller asks to watch
+    # (`run(watch_s=...)`). Off until watched calls are measured on a GPU (lab/gpu_issue37s.sh); watching
+    # every call, it rejected the early DONE on the H100 (BENCHMARKS.md, seventh session).
     watch_done = False
-    census_at_end = False
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -110,7 +104,6 @@ class Fence:
         try:
             self.census = Census()
             self.watcher = DoneWatcher() if self.watch_done else None  # (off: not even loaded)
-            self.end_census = Census(END_CENSUS_LIMIT_S) if self.census_at_end else None
         except (SharedMemoryError, OSError, AttributeError) as exc:
             raise FenceError(f"the fence's kernels did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
@@ -223,8 +216,6 @@ class Fence:
         call wherever nothing earlier in the process had launched them (--mode benchmark, which runs
         no tests first). The watcher's DONE is already 0, so it returns at once."""
         self._flush()
-        if self.end_census is not None:
-            self.end_census.launch(torch.cuda.current_stream())
         if self.watcher is not None:
             self.watcher.launch(torch.cuda.current_stream(), self.flags.base + DONE, 0, self._sink, 1.0,
                                 self.go.base + STARTED)
@@ -256,10 +247,9 @@ class Fence:
         every input but the first, `first` is (shared first input, its new value); `watch_s`: where
         the watcher is loaded, it samples the output at DONE, waiting at most that long for it (the
         call is then a check, not a timing, for the caller to keep out of the samples; its verdict:
-        `watch_verdict`). Returns the
-        reading; one with `held` set and no times when the census found an SM held (the parent's
-        stream may still wait on it); or None when the worker did not signal DONE by `deadline`. In
-        both of the last cases the caller ends the worker and calls `release`."""
+        `watch_verdict`). Returns the reading; one with `held` set and no times when the census found
+        an SM held (the parent's stream may still wait on it); or None when the worker did not signal
+        DONE by `deadline`. In both of the last cases the caller ends the worker and calls `release`."""
         self.stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
         marks = census, counted, mid, end = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         self._watching = False
@@ -282,8 +272,7 @@ class Fence:
         least = interval - self.cost_s(nbytes, least=True)
         typical = interval - self.cost_s(nbytes)
         # (a call faster than the median hand-over by luck is counted at its least, never at zero or below)
-        after = self.end_census.missed() if self.end_census is not None else 0
-        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least, after)
+        return Reading(interval, typical if typical > 0 else least, self.census.missed(), census_s, least)
 
     def watch_verdict(self, snapshot: torch.Tensor, deadline: float) -> tuple[bool, int]:
         """For the last call, once `run` returned its reading: (whether the watcher saw DONE, how many
@@ -319,8 +308,6 @@ class Fence:
                 self._census_then_watch(census, counted, seq, slot, deadline, watch_s)
             flags.write(stream, GATE, seq)
             flags.wait(stream, DONE, seq)
-            if self.end_census is not None:
-                self.end_census.launch(stream)
             snapshot.copy_(slot)
             end.record()
 
@@ -355,9 +342,6 @@ class Fence:
     @staticmethod
     def held(reading: Reading) -> str:
         """When a census found a kernel on the GPU in `reading`'s call, and how it knows; or ""."""
-        if reading.held_after:
-            return (f"after the call signalled its end ({reading.held_after} of the end census's blocks found "
-                    f"their SM held for {END_CENSUS_LIMIT_S:.0f} s)")
         if reading.held:
             return f"when the call began ({reading.held} of the census's blocks found their SM held)"
         if reading.census_s > CENSUS_MAX_S:

@@ -12,8 +12,7 @@ rest with the same values); =off never. The work is honest (the bundled triton_b
 kernel, loaded as forges_fence.py does) and the loop's own DONE follows as usual (GPU only).
 Must get: fenced with the DONE watcher on (Fence.watch_done), rejected: "watched call N: early end"
 (harness/parent/watcher.py, in a call drawn to be watched, sampled the slot the moment DONE was
-written, and the copy changed it afterwards); with =combine and the end census on (Fence.census_at_end),
-no faster than triton_bf16 (the combine kernel after DONE is timed); or rejected on the parent's
+written, and the copy or the combine changed it afterwards); or rejected on the parent's
 snapshot ("timed call N: ..."); never a pass faster than triton_bf16 in the same run: the parent's
 clock must not close before the output is complete, whatever the worker signals (docs/threat-model.md,
 "Still open" (3)). Unfenced, and on the CPU: exactly triton_bf16."""
