@@ -4,7 +4,8 @@
 # 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders), then
 #    lab/watcher_residency.py (what its resident warp costs a kernel that fills every SM exactly).
 # 2. A fenced leaderboard of the three bundled Triton files beside signals_done_early (must fail
-#    "watched call N: early end") and writes_into_slot with the watcher on, then off (lab/fence_ab.py
+#    "watched call N: early end"), detects_watcher (ends early only where no watcher is: does it pass
+#    faster than triton_bf16?) and writes_into_slot with the watcher on, then off (lab/fence_ab.py
 #    --watch): what it costs (the timed numbers must agree); then signals_done_early's combine mode
 #    (DONE before a kernel) with the watcher on (must fail too).
 # 3. triton_bf16 alone, watcher on, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (a fenced
@@ -12,7 +13,7 @@
 # 4. lab/ipc_probe.py plain and in a new PID and IPC namespace, legacy IPC and an expandable segment's
 #    page passed as a descriptor (64 KiB and 4 MiB outputs), then all as MPS clients: can the parent
 #    read a worker's output where the worker computed it (threat (4))?
-# SHORT=1 (~2.5 min): only triton_bf16 and signals_done_early in 2., and no 3.
+# SHORT=1 (~3 min): only triton_bf16, signals_done_early and detects_watcher in 2., and no 3.
 # Outputs packed into r37s.tgz. Usage (device machine, wheels in .whl, carry .whl): [SHORT=1] bash lab/gpu_issue37s.sh
 source lab/h200_setup.sh
 R=/tmp/r37s S=/tmp/standalone; mkdir -p $R
@@ -20,8 +21,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 timeout -k 5 60 python3 lab/watcher_check.py > $R/check.txt 2>&1; echo "watcher_check: exit $?"; tail -3 $R/check.txt
 timeout -k 5 60 python3 lab/watcher_residency.py > $R/residency.txt 2>&1; echo "watcher_residency: exit $?"; tail -5 $R/residency.txt
-python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py tests/zoo_gpu/writes_into_slot.py > /dev/null
-FILES="--submission submissions/triton_bf16.py --submission $S/signals_done_early.py"
+python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py tests/zoo_gpu/writes_into_slot.py \
+  tests/zoo_gpu/detects_watcher.py > /dev/null
+FILES="--submission submissions/triton_bf16.py --submission $S/signals_done_early.py --submission $S/detects_watcher.py"
 [ -z "${SHORT:-}" ] && FILES="$FILES --submission submissions/triton_fp8.py --submission submissions/triton_mxfp4.py
   --submission $S/writes_into_slot.py"
 lb() {  # name, fence_ab flags, files
