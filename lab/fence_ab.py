@@ -1,5 +1,6 @@
 """The fence (harness/parent/fence.py) with one part changed, for A/B runs on the H200: where the census
-runs, whether the DONE watcher runs (harness/parent/watcher.py), or whether each worker keeps its
+runs, whether the DONE watcher runs (harness/parent/watcher.py; `all`: in every call, null calls
+included, all timed), or whether each worker keeps its
 links to the MPS daemon (harness/parent/mps.py). Prints each
 worker's calibrated fence cost and, at the end, how long the census took from its launch to every
 block counted in (fence.CENSUS_MAX_S is the limit), over the null calls and over every timed call.
@@ -8,7 +9,7 @@ With --null-steps, each worker also runs null calls doing each of a fenced call'
 events, one kernel or fifty, the output's copy; harness/worker/fence_side.py NULL_STEPS) and prints
 their intervals: fifty kernels less one, over 49, is what each further kernel of a call costs under
 the fence (against CUPTI's gaps between a many-kernel call's kernels, lab/cupti_compare.py).
-Usage: python3 lab/fence_ab.py [--census mid|gate|off] [--watch on|off] [--keep-view] [--null-steps] -- EVAL_ARGS...
+Usage: python3 lab/fence_ab.py [--census mid|gate|off] [--watch on|off|all] [--keep-view] [--null-steps] -- EVAL_ARGS...
 """
 import argparse
 import atexit
@@ -25,9 +26,9 @@ from harness.api import main  # noqa: E402
 STEP_SETS = ((), ("events",), ("kernel",), ("kernels",), ("events", "kernel"), ("events", "kernel", "copy"))
 
 
-def patch(census: str, keep_view: bool, null_steps: bool = False, watch: bool = True) -> None:
+def patch(census: str, keep_view: bool, null_steps: bool = False, watch: str = "on") -> None:
     fence.Fence.census_at = None if census == "off" else census
-    fence.Fence.watch_done = watch
+    fence.Fence.watch_done, fence.Fence.watch_all = watch == "on", watch == "all"
     calibrate = fence.Fence.calibrate
 
     def calibrated(self, null_call):
@@ -51,7 +52,7 @@ def patch(census: str, keep_view: bool, null_steps: bool = False, watch: bool = 
         base, per_byte = self.cost or (float("nan"), float("nan"))
         spread = "; ".join(f"{n >> 10} KiB: min {min(t) * 1e6:.1f} med {statistics.median(t) * 1e6:.1f} "
                            f"max {max(t) * 1e6:.1f}" for n, t in getattr(self, "null_times", {}).items())
-        print(f"[fence_ab] census {census}, watcher {'on' if watch else 'off'}, view {'kept' if keep_view else 'closed'}: fence cost "
+        print(f"[fence_ab] census {census}, watcher {watch}, view {'kept' if keep_view else 'closed'}: fence cost "
               f"{base * 1e6:.2f} µs + {per_byte * 1e12:.3f} µs/MB; null calls µs {spread}", file=sys.stderr, flush=True)
 
     fence.Fence.calibrate = calibrated
@@ -83,10 +84,10 @@ if __name__ == "__main__":
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser()
     parser.add_argument("--census", choices=("mid", "gate", "off"), default="mid")
-    parser.add_argument("--watch", choices=("on", "off"), default="on")
+    parser.add_argument("--watch", choices=("on", "off", "all"), default="on")
     parser.add_argument("--keep-view", action="store_true")
     parser.add_argument("--null-steps", action="store_true")
     args = parser.parse_args(argv[:split])
-    patch(args.census, args.keep_view, args.null_steps, args.watch == "on")
+    patch(args.census, args.keep_view, args.null_steps, args.watch)
     sys.argv = ["eval.py", *argv[split + 1:]]
     sys.exit(main())

@@ -90,14 +90,14 @@ def test_a_fenced_run_drops_a_setting_that_would_put_its_streams_in_one_queue(mo
     assert os.environ.get(context.QUEUES) == (value if kept else None)
 
 
-def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True, watch=1.0):
+def sequence(monkeypatch, census_at="mid", armed=True, seen=True, on=True, watch=1.0, every=False):
     """The steps of one fenced call (seq 5) with the watcher loaded (`on`) and asked for (`watch`), the
     fakes of test_fence, and its reading."""
     from test_fence import fake_gpu_fence
 
     steps = []
     fence = fake_gpu_fence(monkeypatch, steps)
-    fence.census_at, fence.watcher.armed = census_at, armed
+    fence.census_at, fence.watcher.armed, fence.watch_all = census_at, armed, every
     fence.watcher.changed = lambda snapshot: (seen, 0)
     if not on:
         fence.watch_done, fence.watcher = False, None  # (as a Fence made with it off: not loaded)
@@ -156,6 +156,20 @@ def test_a_done_the_watcher_never_saw_fails_the_call(monkeypatch):
         box.fenced_call(lambda: None, (torch.zeros(1), torch.ones(1)), timeout=5)
     assert failure.value.kind == "early end" and "did not see the call's DONE" in str(failure.value)
     assert "a launch that needs every SM" in str(failure.value) and not failure.value.fatal
+
+
+def test_watching_every_call_watches_a_call_no_one_asked_to_watch_and_no_call_is_set_apart(monkeypatch):
+    """`Fence.watch_all`: the watcher in every call the fence runs (null calls too: the same `run`), so
+    no call can be told apart from another; TimedCalls then sets no watched calls apart."""
+    from harness.parent import case
+    from harness.parent.fence import STARTED
+
+    steps, verdict = sequence(monkeypatch, watch=None, every=True)
+    assert ("watch", 5) in steps and ("go", "wait", STARTED, 5) in steps and verdict == (True, 0)
+    inputs = _Inputs()
+    inputs.box.fence.watch_all = True
+    calls = case.TimedCalls(inputs, lambda: 1, float("inf"), lambda *a, **k: None, None)
+    assert calls.take(lambda: len(inputs.calls) < 30) is None and not any(inputs.calls) and not calls.may_watch()
 
 
 @pytest.mark.parametrize("on, watch", [(False, 1.0), (True, None)])

@@ -238,7 +238,8 @@ class TimedCalls:
         self.kernel: list[float] = []
         self.matched = ""  # the last output's verdict text ("matches kv=..., rel L2 ...")
         fence = inputs.box.fence
-        self.watching = getattr(fence, "watcher", None) is not None
+        # (watched calls apart from the timed ones, unless the fence watches every call itself)
+        self.watching = getattr(fence, "watcher", None) is not None and not getattr(fence, "watch_all", False)
         self.watched: list[float] = []
 
     def take(self, more: Callable[[], bool]) -> Optional[str]:

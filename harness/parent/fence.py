@@ -90,9 +90,11 @@ class Fence:
     # or "gate", after the first input's copy (inside the clock: its cost is subtracted with the rest).
     census_at = "mid"
     # Whether the watcher (harness/parent/watcher.py) is loaded for the calls the caller asks to watch
-    # (`run(watch_s=...)`). Off until watched calls are measured on a GPU (lab/gpu_issue37s.sh); watching
-    # every call, it rejected the early DONE on the H100 (BENCHMARKS.md, seventh session).
+    # (`run(watch_s=...)`), and whether it watches every call instead, null calls included, all timed
+    # (no call can then be told apart; its warp's cost is in every number: docs/threat-model.md).
+    # Both off until measured on a GPU (lab/gpu_issue37s.sh).
     watch_done = False
+    watch_all = False
 
     def __init__(self, l2_bytes: int):
         self.buffer = Buffer(4096, "cuda")
@@ -103,7 +105,7 @@ class Fence:
         self._go_buffer.bytes_tensor().zero_()
         try:
             self.census = Census()
-            self.watcher = DoneWatcher() if self.watch_done else None  # (off: not even loaded)
+            self.watcher = DoneWatcher() if self.watch_done or self.watch_all else None  # (off: not loaded)
         except (SharedMemoryError, OSError, AttributeError) as exc:
             raise FenceError(f"the fence's kernels did not load ({exc})") from None
         self.buffer.bytes_tensor().zero_()
@@ -253,6 +255,8 @@ class Fence:
         self.stream.wait_stream(torch.cuda.current_stream())  # the new inputs were made on the default stream
         marks = census, counted, mid, end = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         self._watching = False
+        if self.watch_all:
+            watch_s = max(0.0, deadline - time.monotonic())
         self._enqueue(seq, refill_rest, first, slot, snapshot, deadline, marks, watch_s)
         self.go.write(self.side, GO, seq)
         look = None  # once the census has started: when to look whether it is stuck (its SMs held)
