@@ -276,10 +276,13 @@ class TimedCalls:
         self.watched.append(timing.device_s)
         return None
 
+    def room(self) -> bool:
+        """Whether one more call fits before the deadline (three times the slowest so far, and a second)."""
+        return self.deadline - time.monotonic() > 1 + 3 * max(self.host + self.device, default=0.0)
+
     def may_watch(self) -> bool:
         """Whether a watched call is owed (none yet in this case) and fits before the deadline."""
-        return (self.watching and not self.watched
-                and self.deadline - time.monotonic() > 1 + 3 * max(self.host + self.device, default=0.0))
+        return self.watching and not self.watched and self.room()
 
     def tail_issue(self) -> Optional[str]:
         # Fenced, what the call finished is judged on the parent's snapshot, and work left running

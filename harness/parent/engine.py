@@ -230,8 +230,7 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     if issue and not failed and len(calls.device) < timing.max_runs:
         # A case's first calls can leave long synchronizes (H200, --budget 0.05: honest median tails
         # of 51-59 µs over 10 calls, 12-20 µs over 100): up to max_runs calls confirm a tail first.
-        failed = calls.take(lambda: len(calls.device) < timing.max_runs
-                            and deadline - time.monotonic() > 1 + 3 * max(calls.host + calls.device))
+        failed = calls.take(lambda: len(calls.device) < timing.max_runs and calls.room())
         issue = failed or calls.tail_issue()
     block_end = meter.energy() if meter else None
     metered = calls.device + calls.watched  # (the calls block A holds, watched ones too)

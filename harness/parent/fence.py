@@ -345,12 +345,12 @@ class Fence:
 
     @staticmethod
     def held(reading: Reading) -> str:
-        """When a census found a kernel on the GPU in `reading`'s call, and how it knows; or ""."""
+        """Why the census says a kernel was on the GPU when `reading`'s call began, or ""."""
         if reading.held:
-            return f"when the call began ({reading.held} of the census's blocks found their SM held)"
+            return f"{reading.held} of the census's blocks found their SM held"
         if reading.census_s > CENSUS_MAX_S:
-            return (f"when the call began (the census waited {reading.census_s * 1e6:.0f} µs for SMs held by "
-                    f"another kernel; on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
+            return (f"the census waited {reading.census_s * 1e6:.0f} µs for SMs held by another kernel "
+                    f"(on a free GPU: under {CENSUS_MAX_S * 1e6:.0f} µs)")
         return ""
 
     def _held_now(self) -> int:

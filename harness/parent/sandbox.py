@@ -223,8 +223,8 @@ class Sandbox:
             held = fence.held(reading)
             if held:
                 self.worker.kill()
-                raise WorkerFailure("held the GPU", f"a kernel was still running {held}: nothing may run on the GPU "
-                                    "between calls")
+                raise WorkerFailure("held the GPU", f"a kernel was still running when the call began ({held}): "
+                                    "nothing may run on the GPU between calls")
             reply = self._answer(max(1.0, deadline - time.monotonic()), "a call of custom_kernel", "enqueued")
         except BaseException as failure:
             if isinstance(failure, KeyboardInterrupt):  # (SIGTERM too): the worker goes first, so the release is quick
