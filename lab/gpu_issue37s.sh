@@ -2,7 +2,8 @@
 # drawn in secret, judged and never timed: harness/parent/case.py, TimedCalls; off by default until
 # this run).
 # 1. lab/watcher_check.py (the kernel against its Python twin; honest and early orders), then
-#    lab/watcher_residency.py (what its resident warp costs a kernel that fills every SM exactly).
+#    lab/watcher_residency.py (what its resident warp costs a kernel that fills every SM exactly; then
+#    across MPS clients, the kernel's limited to 100/99/97% of the threads: one SM short, is it spared?).
 # 2. A fenced leaderboard of the three bundled Triton files beside signals_done_early (must fail
 #    "watched call N: early end"), detects_watcher (ends early only where no watcher is: does it pass
 #    faster than triton_bf16?) and writes_into_slot with the watcher in watched calls (on), in every
@@ -22,6 +23,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 wall() { python3 -c "import time;print(round(time.time()-$1,1))"; }
 timeout -k 5 60 python3 lab/watcher_check.py > $R/check.txt 2>&1; echo "watcher_check: exit $?"; tail -3 $R/check.txt
 timeout -k 5 60 python3 lab/watcher_residency.py > $R/residency.txt 2>&1; echo "watcher_residency: exit $?"; tail -5 $R/residency.txt
+start_mps $R/mpsr && { timeout -k 5 90 python3 lab/watcher_residency.py --mps 100 99 97 > $R/residency_mps.txt 2>&1
+  echo "watcher_residency --mps: exit $?"; tail -15 $R/residency_mps.txt; stop_mps; }
 python3 lab/standalone.py $S tests/zoo_gpu/signals_done_early.py tests/zoo_gpu/writes_into_slot.py \
   tests/zoo_gpu/detects_watcher.py > /dev/null
 FILES="--submission submissions/triton_bf16.py --submission $S/signals_done_early.py --submission $S/detects_watcher.py"

@@ -13,13 +13,22 @@ One process, no MPS, no fence: the kernel timed with CUDA events alone and with 
 exact wave, one block less, and four waves. Prints the kernel's registers and a table: grid, median µs
 alone, median µs beside the watcher, ratio.
 
-Usage (GPU machine, repo root): python3 lab/watcher_residency.py [--calls 20] [--iters 400]
+With --mps PCT ..., under an MPS daemon the calling shell started (lab/h200_setup.sh, start_mps), the
+kernel runs in a second process, an MPS client limited to PCT% of the GPU's threads
+(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, as the parent could set for a worker), its grids sized to the SMs
+that client is told it has, while this process (unlimited) holds the watcher: does a client kept one
+SM short of the GPU still lose a block's room beside the watcher (the limit caps how many SMs it uses,
+not which)? Prints, per PCT, the SMs the client sees and the same table.
+
+Usage (GPU machine, repo root): python3 lab/watcher_residency.py [--calls 20] [--iters 400] [--mps 100 99]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,47 +64,116 @@ def _time(torch, launch, calls: int) -> list[float]:
     return times
 
 
+def _kernel(torch) -> tuple:
+    """(the SMs this process is told it has, the kernel's output buffer, the kernel's registers, its
+    blocks an SM by registers), the kernel compiled."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.empty(sms * 8 * BLOCK, dtype=torch.float32, device="cuda")
+    regs = _spin[(1,)](x, 1, BLOCK=BLOCK, num_warps=WARPS).n_regs
+    return sms, x, regs, 65536 // (WARPS * 32 * ((regs + 7) // 8 * 8))
+
+
+def _grids(sms: int, per_sm: int) -> tuple[int, int, int]:
+    return sms * per_sm, sms * per_sm - 1, 4 * sms * per_sm
+
+
+class _Watcher:
+    """The watcher held resident on a side stream of this process until `leave`."""
+
+    def __init__(self, torch):
+        from harness.api import watcher
+
+        self.torch, self.watch = torch, watcher.DoneWatcher()
+        self.flag = torch.zeros(2, dtype=torch.int32, device="cuda")
+        self.slot = torch.zeros(1024, dtype=torch.int32, device="cuda")
+        self.side = torch.cuda.Stream()
+
+    def hold(self, limit_s: float = 1.0) -> None:
+        self.flag.zero_()
+        self.torch.cuda.synchronize()
+        self.watch.launch(self.side, self.flag.data_ptr(), 1, self.slot, limit_s, self.flag.data_ptr() + 4)
+        deadline = time.monotonic() + limit_s
+        while int(self.flag[1].item()) != 1 and time.monotonic() < deadline:  # (a copy: another stream)
+            time.sleep(1e-4)
+
+    def leave(self) -> None:
+        self.flag[0].fill_(1)  # the watcher's DONE: it samples and leaves
+        self.torch.cuda.synchronize()
+
+
+def _table(rows) -> None:
+    print(f"{'grid':>6} {'alone µs':>10} {'beside µs':>10} {'ratio':>6}")
+    for grid, a, b in rows:
+        print(f"{grid:>6} {a:>10.1f} {b:>10.1f} {b / a:>6.2f}")
+
+
+def _child(args) -> int:
+    """The MPS client's side of --mps: its SMs, then per grid its alone median, "ready", and on "go"
+    (the other process's watcher resident) its beside median."""
+    import torch
+
+    sms, x, _, per_sm = _kernel(torch)
+    print(sms, flush=True)
+    for grid in _grids(sms, per_sm):
+        def launch(grid=grid):
+            _spin[(grid,)](x, args.iters, BLOCK=BLOCK, num_warps=WARPS)
+        alone = statistics.median(_time(torch, launch, args.calls))
+        print("ready", flush=True)
+        sys.stdin.readline()
+        print(grid, alone, statistics.median(_time(torch, launch, args.calls)), flush=True)
+    return 0
+
+
+def _across(held: _Watcher, pct: int, args) -> None:
+    env = dict(os.environ, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=str(pct))
+    child = subprocess.Popen([sys.executable, __file__, "--child", "--calls", str(args.calls), "--iters",
+                              str(args.iters)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    print(f"MPS client at {pct}%: told {child.stdout.readline().strip()} SMs")
+    rows = []
+    for line in child.stdout:
+        if line.startswith("ready"):
+            held.hold(limit_s=2.0)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        else:
+            held.leave()
+            grid, a, b = line.split()
+            rows.append((int(grid), float(a), float(b)))
+    child.wait(timeout=60)
+    _table(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--iters", type=int, default=400)
+    parser.add_argument("--mps", type=int, nargs="*", default=[], metavar="PCT")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        return _child(args)
     import torch
 
-    from harness.api import watcher
-
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = torch.empty(sms * 8 * BLOCK, dtype=torch.float32, device="cuda")
-    kernel = _spin[(1,)](x, 1, BLOCK=BLOCK, num_warps=WARPS)
-    regs = kernel.n_regs
-    per_sm = 65536 // (WARPS * 32 * ((regs + 7) // 8 * 8))
+    sms, x, regs, per_sm = _kernel(torch)
     print(f"{torch.cuda.get_device_name()}: {sms} SMs; the kernel: {WARPS} warps, {regs} registers, "
           f"{per_sm} blocks an SM by registers")
-    watch = watcher.DoneWatcher()
-    flag = torch.zeros(2, dtype=torch.int32, device="cuda")
-    slot = torch.zeros(1024, dtype=torch.int32, device="cuda")
-    side = torch.cuda.Stream()
+    held = _Watcher(torch)
+    if args.mps:
+        for pct in args.mps:
+            _across(held, pct, args)
+        return 0
     rows = []
-    for grid in (sms * per_sm, sms * per_sm - 1, 4 * sms * per_sm):
+    for grid in _grids(sms, per_sm):
         def launch(grid=grid):
             _spin[(grid,)](x, args.iters, BLOCK=BLOCK, num_warps=WARPS)
         alone = _time(torch, launch, args.calls)
         beside = []
         for _ in range(args.calls):
-            flag.zero_()
-            torch.cuda.synchronize()
-            watch.launch(side, flag.data_ptr(), 1, slot, 1.0, flag.data_ptr() + 4)
-            deadline = time.monotonic() + 1.0
-            while int(flag[1].item()) != 1 and time.monotonic() < deadline:  # (a copy: another stream)
-                time.sleep(1e-4)
+            held.hold()
             beside += _time(torch, launch, 1)
-            flag[0].fill_(1)  # the watcher's DONE: it samples and leaves
-            torch.cuda.synchronize()
-        a, b = statistics.median(alone), statistics.median(beside)
-        rows.append((grid, a, b))
-    print(f"{'grid':>6} {'alone µs':>10} {'beside µs':>10} {'ratio':>6}")
-    for grid, a, b in rows:
-        print(f"{grid:>6} {a:>10.1f} {b:>10.1f} {b / a:>6.2f}")
+            held.leave()
+        rows.append((grid, statistics.median(alone), statistics.median(beside)))
+    _table(rows)
     return 0
 
 

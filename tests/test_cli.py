@@ -384,6 +384,7 @@ def test_speedup_over_a_baseline(tmp_path, capsys):
     assert "--baseline goes with --mode benchmark or leaderboard" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_run_as_ctrl_c_does(tmp_path):
     """SIGTERM during a run (a scheduler, `timeout`, a cancelled CI job): one line and exit 143, the
     run marked interrupted (not left running), its worker gone and no scratch folder left."""
