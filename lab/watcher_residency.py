@@ -68,9 +68,9 @@ def _kernel(torch) -> tuple:
     """(the SMs this process is told it has, the kernel's output buffer, the kernel's registers, its
     blocks an SM by registers), the kernel compiled."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = torch.empty(sms * 8 * BLOCK, dtype=torch.float32, device="cuda")
-    regs = _spin[(1,)](x, 1, BLOCK=BLOCK, num_warps=WARPS).n_regs
-    return sms, x, regs, 65536 // (WARPS * 32 * ((regs + 7) // 8 * 8))
+    regs = _spin[(1,)](torch.empty(BLOCK, device="cuda"), 1, BLOCK=BLOCK, num_warps=WARPS).n_regs
+    per_sm = 65536 // (WARPS * 32 * ((regs + 7) // 8 * 8))
+    return sms, torch.empty(max(_grids(sms, per_sm)) * BLOCK, device="cuda"), regs, per_sm
 
 
 def _grids(sms: int, per_sm: int) -> tuple[int, int, int]:
