@@ -11,7 +11,7 @@ from conftest import ROOT, cli
 from harness.cli import bundle
 from harness.cli import build_parser
 from harness.config import RunConfig
-from harness.cli.flags import configuration
+from harness.cli.flags import configuration, local_tasks
 from harness.results import CaseResult, SubmissionResult
 from harness.timing import summarize
 
@@ -69,17 +69,73 @@ def test_an_edited_or_foreign_bundle_is_refused(tmp_path):
         bundle.read(tmp_path / "other.json")
 
 
-def test_replay_uses_recorded_files_that_match_and_copies_of_missing_ones(tmp_path):
+def test_replay_uses_recorded_files_that_match_and_copies_of_missing_submissions(tmp_path):
     out, path, task = made(tmp_path)
     work = tmp_path / "work"
     paths, task_path, notes = bundle.materialize(bundle.read(out), work)
     assert paths == [path] and task_path == task / "task.yml"
     path.unlink()
-    shutil.rmtree(task)
     (copy,), task_path, notes = bundle.materialize(bundle.read(out), work)
     assert copy.read_text() == SOURCE and copy.parent.name == "subs" and copy.name == "mine.py"  # names as before
-    assert task_path.read_text() == (ROOT / "task.yml").read_text().replace("companion:", "# companion:")
-    assert (task_path.parent / "reference.py").is_file() and "1 from the bundle's copies" in notes[-1]
+    assert copy.is_relative_to(work) and task_path == task / "task.yml" and "1 from the bundle's copies" in notes[-1]
+
+
+def test_a_replay_never_runs_the_bundles_copy_of_a_task(tmp_path):
+    """A task is code the parent runs unsandboxed: a bundle's task that is not here is refused, never
+    written out and run; one whose files this harness has (another checkout's path) is found by them."""
+    out, _, task = made(tmp_path)
+    shutil.rmtree(task)
+    with pytest.raises(bundle.BundleError, match=r"replay refused: the bundle's task .*task.yml is not on this "
+                                                 r"machine and none of this harness's tasks has its files"):
+        bundle.materialize(bundle.read(out), tmp_path / "work")
+    assert not (tmp_path / "work").exists()
+    args = build_parser().parse_args(["--device", "cpu", "--seed", "7", "--task", str(ROOT / "task.yml")])
+    data = bundle.build(configuration(args, []), [], {"rows": []}, {})
+    data["task"]["root"] = "/elsewhere/checkout"  # (not hashed: where the bundled run's checkout was)
+    moved = bundle.read(bundle.write(tmp_path / "moved.json", data))
+    _, task_path, notes = bundle.materialize(moved, tmp_path / "w", local_tasks())
+    assert task_path == (ROOT / "task.yml").resolve() and "the same files as the bundle's" in notes[0]
+
+
+def test_a_bundle_cannot_choose_how_a_replay_runs(tmp_path):
+    """--sandbox, --share, --gpus, --workers, --backend and --address are the replaying command line's;
+    a note names each the bundled run had otherwise."""
+    out, path, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    data["flags"].update(sandbox="off", share=["/"], gpus="8", workers=8, backend="ray", address="10.0.0.9:6379")
+    out.write_text(json.dumps(data))
+    args = build_parser().parse_args(["--replay", str(out)])
+    config = configuration(args, ["--replay", str(out)])
+    assert (config.sandbox, config.share, config.gpus, config.workers, config.backend, config.address) == (
+        "auto", None, None, None, "local", None)
+    notes = " ".join(config.replay_notes)
+    assert "the bundled run had --sandbox off; this replay: auto" in notes and "--address 10.0.0.9:6379" in notes
+    assert config.budget == 0.5 and config.mode == "benchmark" and config.submission == (str(path),)
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda d: d["flags"].update(budget="soon"), "flags are not valid: argument --budget: invalid float value"),
+    (lambda d: d["flags"].update(device="tpu"), "flags are not valid: argument --device: invalid choice"),
+    (lambda d: d.update(seed="7"), "malformed bundle \\(seed '7' is not a whole number\\)"),
+    (lambda d: d["task"]["files"][0].update(path="../../task.yml"), "malformed bundle \\(a task file's path"),
+    (lambda d: d["task"]["files"][0].update(path="/etc/task.yml"), "malformed bundle \\(a task file's path"),
+])
+def test_a_bundles_values_are_checked_as_the_command_line_checks_them(tmp_path, edit, why):
+    out, _, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    edit(data)
+    out.write_text(json.dumps(data))
+    with pytest.raises(bundle.BundleError, match=why):
+        bundle.replay_args(bundle.read(out), build_parser().parse_args(["--replay", str(out)]), tmp_path / "work",
+                           build_parser, local_tasks())
+
+
+def test_a_bundles_copies_stay_in_the_replays_folder(tmp_path):
+    out, _, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    data["submissions"][0]["path"] = "/nowhere/../.."
+    (copy,), _, _ = bundle.materialize(bundle.read(bundle.write(out, data)), tmp_path / "work")
+    assert copy == tmp_path / "work" / "submissions" / "0" / "folder" / "submission.py"
 
 
 def test_replay_refuses_a_changed_submission_or_task_in_one_line(tmp_path):
@@ -97,7 +153,7 @@ def test_replay_refuses_a_changed_submission_or_task_in_one_line(tmp_path):
 def test_replay_takes_its_flags_from_the_bundle(tmp_path):
     out, path, task = made(tmp_path)
     args = build_parser().parse_args(["--replay", str(out), "--json", "x.json"])  # outputs may be given
-    values, notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
+    values, notes = bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser, local_tasks())
     assert (values["seed"], values["budget"], values["mode"], values["submission"], values["task"]) == (
         7, 0.5, "benchmark", [str(path)], str(task / "task.yml"))
     assert any("at their recorded paths" in note for note in notes)
@@ -108,9 +164,9 @@ def test_replay_takes_its_flags_from_the_bundle(tmp_path):
     assert any("at their recorded paths" in note for note in config.replay_notes)
     args = build_parser().parse_args(["--replay", str(out), "--seed", "3"])
     with pytest.raises(bundle.BundleError, match="--seed does not go with it"):
-        bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
+        bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser, local_tasks())
     args = build_parser().parse_args(["--replay", str(out), "--seed", "7", "--mode", "benchmark"])  # the bundle's own
-    bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser().parse_args([]))
+    bundle.replay_args(bundle.read(out), args, tmp_path / "work", build_parser, local_tasks())
 
 
 def test_the_comparison_marks_each_case_and_every_verdict():

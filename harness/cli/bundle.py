@@ -6,14 +6,17 @@ reference, its companion task's), the flags that shape the evaluation (mode, bud
 ...) and the run's seed, the harness's version and commit, the software and GPU it ran on (driver,
 clocks, the clock watch's line), the command line, and the results as --json writes them.
 
-A replay runs the bundle's own copies of the files, so the bundle alone is enough on another
-machine; but where a file exists at the path the bundle recorded, it must be the bundled one: one
-that differs (an edited submission, another task) refuses the replay in one line naming it, rather
-than leave anyone believing they replayed their edited file. Files at their recorded paths are run
-from there (the database then files the replay under the same submission); missing ones from a
-private temporary copy laid out as the originals were. The replay uses the bundle's seed and flags
-and says, per case, whether the new median is the same as the bundled one (their 95% intervals
-overlap), faster or slower, with the ratio, and whether every verdict is the same.
+A bundle may be anyone's file: a replay treats it as untrusted input. Its submissions run as any do
+(sandboxed), from their recorded paths where the same file is there (the database then files the
+replay under the same submission), else from a private copy laid out as the originals were. A task is
+code the parent runs outside any sandbox, so a replay runs only a task already here (the same files
+at the recorded place, or one of this harness's tasks made of them), never the bundle's copy. A file
+at a recorded path that differs (an edited submission, another task) refuses the replay in one line
+naming it. The bundle decides what is evaluated (its flags parsed as if typed, and its seed); how and
+where (--sandbox, --share, --gpus, --workers, --backend, --address) is the replaying command line's,
+so a bundle cannot turn the sandbox off, show a worker more files or send work elsewhere (a note
+names any that differ). The replay says, per case, whether the new median is the same as the bundled
+one (their 95% intervals overlap), faster or slower, with the ratio, and whether every verdict is.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -36,14 +39,16 @@ FORMAT = "mla-eval replay bundle"
 VERSION = 1
 MAX_BYTES = 64 << 20  # a bundle larger than this is refused unread
 
-# The flags a bundle records and a replay restores: argparse dest -> the flag as typed.
+# The flags that decide what is evaluated, which a bundle records and a replay restores: argparse dest ->
+# the flag as typed.
 EVALUATION_FLAGS = {
     "mode": "--mode", "device": "--device", "small": "--small", "check": "--check", "budget": "--budget",
     "graph": "--graph", "shape": "--shape", "timeout": "--timeout", "no_audit": "--no-audit", "energy": "--energy",
     "diagnostics": "--diagnostics",
-    "sandbox": "--sandbox", "share": "--share", "gpus": "--gpus", "workers": "--workers", "backend": "--backend",
-    "address": "--address",
 }
+# ... those that say how and where it ran, which a bundle records and a replay takes from its own command line
+RUNNER_FLAGS = {"sandbox": "--sandbox", "share": "--share", "gpus": "--gpus", "workers": "--workers",
+                "backend": "--backend", "address": "--address"}
 # ... and those a replay takes from the bundle alone (given beside --replay: a usage error)
 FROM_BUNDLE = {**EVALUATION_FLAGS, "submission": "--submission", "exclude": "--exclude", "task": "--task",
                "seed": "--seed", "baseline": "--baseline", "history": "--history", "compare": "--compare",
@@ -91,6 +96,27 @@ def task_files(task_path: Path) -> list[Path]:
     return list(dict.fromkeys(f for f in files if f.is_file()))
 
 
+def _described(task_path: Path) -> tuple[Path, str, list[str]]:
+    """(the folder that holds all of a task's files, its task.yml's path below that folder, every file's)."""
+    files = task_files(task_path)
+    root = Path(os.path.commonpath([str(f.parent) for f in files]))
+    return root, task_path.resolve().relative_to(root).as_posix(), [f.relative_to(root).as_posix() for f in files]
+
+
+def _task_here(task: dict[str, Any], tasks: Sequence[Path]) -> Optional[Path]:
+    """The task.yml of those in `tasks` made of exactly the bundled task's files, or None."""
+    wanted = {entry["path"]: entry["sha256"] for entry in task["files"]}
+    for candidate in tasks:
+        try:
+            root, main, files = _described(candidate)
+            have = {path: sha256((root / path).read_bytes()) for path in files}
+        except (OSError, ValueError):
+            continue
+        if main == task["main"] and have == wanted:
+            return candidate
+    return None
+
+
 def harness_version() -> str:
     try:
         from importlib.metadata import version
@@ -116,9 +142,8 @@ def build(config: RunConfig, submissions: Sequence[tuple[str, str, str]], result
                               f"evaluated {evaluated[:12]}): no bundle written")
         packed.append({"path": str(Path(path).resolve()), "name": name, **entry})
     task_path = Path(config.task)
-    files = task_files(task_path)
-    root = Path(os.path.commonpath([str(f.parent) for f in files]))
-    flags = {dest: getattr(config, dest) for dest in EVALUATION_FLAGS}
+    root, main, files = _described(task_path)
+    flags = {dest: getattr(config, dest) for dest in (*EVALUATION_FLAGS, *RUNNER_FLAGS)}
     flags["shape"] = [",".join(f"{k}={v}" for k, v in case.items()) for case in (config.cases or [])]
     baseline = config.baseline
     return {
@@ -129,9 +154,8 @@ def build(config: RunConfig, submissions: Sequence[tuple[str, str, str]], result
                          None),
         "harness": {"version": harness_version(), "git_commit": git_commit()},
         "environment": environment,
-        "task": {"path": str(task_path.resolve()), "root": str(root),
-                 "main": task_path.resolve().relative_to(root).as_posix(),
-                 "files": [{"path": f.relative_to(root).as_posix(), **_packed(f)} for f in files]},
+        "task": {"path": str(task_path.resolve()), "root": str(root), "main": main,
+                 "files": [{"path": path, **_packed(root / path)} for path in files]},
         "submissions": packed,
         "results": results,
     }
@@ -164,10 +188,25 @@ def read(path: str | Path) -> dict[str, Any]:
             if sha256(_unpacked(entry)) != entry["sha256"]:
                 raise BundleError(f"--replay {path}: its copy of {entry['path']} does not match its own sha256 "
                                   "(the bundle was edited)")
-        bundle["flags"], bundle["results"]["rows"]  # noqa: B018 - present
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BundleError(f"--replay {path}: malformed bundle ({type(exc).__name__}: {exc})") from None
+        problem = _malformed(bundle)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        raise BundleError(f"--replay {path}: malformed bundle ({problem})")
     return bundle
+
+
+def _malformed(bundle: dict[str, Any]) -> Optional[str]:
+    """What is wrong with a bundle's shape (its hashes checked), or None."""
+    task, paths = bundle["task"], [entry["path"] for entry in bundle["task"]["files"]]
+    if not isinstance(bundle["flags"], dict) or not isinstance(bundle["results"]["rows"], list):
+        return "its flags or results are not a table"
+    if type(bundle["seed"]) is not int:
+        return f"seed {bundle['seed']!r} is not a whole number"
+    unsafe = [p for p in paths if not isinstance(p, str) or Path(p).is_absolute() or ".." in Path(p).parts]
+    if unsafe or task["main"] not in paths or not all(isinstance(e["path"], str) for e in bundle["submissions"]):
+        return f"a task file's path is not one below the task's folder: {(unsafe or [task['main']])[0]!r}"
+    return None
 
 
 def _differs(recorded: Path, entry: dict[str, Any]) -> Optional[str]:
@@ -183,10 +222,12 @@ def _differs(recorded: Path, entry: dict[str, Any]) -> Optional[str]:
     return None
 
 
-def materialize(bundle: dict[str, Any], workdir: Path) -> tuple[list[Path], Path, list[str]]:
-    """(submission paths, task path, notes) to replay `bundle` with: each file at its recorded path
-    where it is there and the same, else the bundle's copy written under `workdir`. A recorded file
-    that exists and differs refuses the replay (BundleError, one line naming it)."""
+def materialize(bundle: dict[str, Any], workdir: Path, tasks: Sequence[Path] = ()) -> tuple[list[Path], Path, list[str]]:
+    """(submission paths, task path, notes) to replay `bundle` with: each submission at its recorded path
+    where it is there and the same, else the bundle's copy written under `workdir`; the task at its
+    recorded place, else the one of `tasks` (this harness's, flags.local_tasks) with the same files,
+    else none (BundleError: its code would run outside the sandbox). A recorded file that exists and differs refuses the replay
+    (BundleError, one line naming it)."""
     task = bundle["task"]
     root = Path(task["root"])
     for entry in task["files"]:
@@ -197,24 +238,23 @@ def materialize(bundle: dict[str, Any], workdir: Path) -> tuple[list[Path], Path
         why = _differs(Path(entry["path"]), entry)
         if why:
             raise BundleError(f"replay refused: the submission {entry['path']} {why}")
-    notes = []
     if all((root / e["path"]).exists() for e in task["files"]):
         task_path = root / task["main"]
-        notes.append(f"task {task_path} (as bundled)")
+        notes = [f"task {task_path} (as bundled)"]
     else:
-        for entry in task["files"]:
-            target = workdir / "task" / entry["path"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(_unpacked(entry))
-        task_path = workdir / "task" / task["main"]
-        notes.append(f"task {task['path']}: the bundle's copy")
+        task_path = _task_here(task, tasks)
+        if task_path is None:
+            raise BundleError(f"replay refused: the bundle's task {task['path']} is not on this machine and none of "
+                              "this harness's tasks has its files; a task's code runs outside the sandbox, so a "
+                              "replay runs only a task that is here (put the same files at the recorded place)")
+        notes = [f"task {task_path} (the same files as the bundle's {task['path']})"]
     paths, copied = [], 0
     for i, entry in enumerate(bundle["submissions"]):
         recorded = Path(entry["path"])
         if recorded.exists():
             paths.append(recorded)
             continue
-        target = workdir / "submissions" / str(i) / recorded.parent.name / recorded.name
+        target = workdir / "submissions" / str(i) / _plain(recorded.parent.name) / _plain(recorded.name, "submission.py")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(_unpacked(entry))
         paths.append(target)
@@ -224,29 +264,68 @@ def materialize(bundle: dict[str, Any], workdir: Path) -> tuple[list[Path], Path
     return paths, task_path, notes
 
 
-def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, defaults: Any) -> tuple[dict[str, Any], list[str]]:
+def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, parser: Callable[[], Any],
+                tasks: Sequence[Path]) -> tuple[dict[str, Any], list[str]]:
     """The bundle's evaluation as values over the replay's own parsed `args` (argparse dest -> value:
-    its flags, seed, files and baseline), and the lines that say what runs. A flag that decides what is
-    evaluated may be given beside --replay only with the bundle's own value, that is, where it differs
-    from `defaults` (the command line's own defaults; else BundleError names the first)."""
-    recorded = {**bundle["flags"], "seed": bundle["seed"]}
+    its flags, seed, files and baseline), and the lines that say what runs (`parser`: makes the command
+    line's parser; `tasks`: materialize's). A flag that decides what is evaluated may be given beside
+    --replay only with the bundle's own value, that is, where it differs from the command line's
+    defaults (else BundleError names the first)."""
+    defaults, recorded = parser().parse_args([]), {**bundle["flags"], "seed": bundle["seed"]}
     given = [flag for dest, flag in FROM_BUNDLE.items() if getattr(args, dest, None) != getattr(defaults, dest, None)
              and (dest not in recorded or getattr(args, dest) != recorded[dest])]
     if given:
         raise BundleError(f"--replay takes the run's flags from the bundle; {given[0]} does not go with it "
                           "(unless with the bundle's value)")
-    paths, task_path, notes = materialize(bundle, workdir)
+    paths, task_path, notes = materialize(bundle, workdir, tasks)
     index = bundle.get("baseline")
-    values = {dest: value for dest, value in bundle["flags"].items() if dest in EVALUATION_FLAGS}
-    values.update(shape=list(bundle["flags"].get("shape") or []), submission=[str(p) for p in paths],
-                  task=str(task_path), seed=bundle["seed"], exclude=[],
-                  baseline=str(paths[index]) if isinstance(index, int) and 0 <= index < len(paths) else None)
+    values = _as_typed(bundle["flags"], parser())
+    values.update(submission=[str(p) for p in paths], task=str(task_path), seed=bundle["seed"], exclude=[],
+                  baseline=str(paths[index]) if type(index) is int and 0 <= index < len(paths) else None)
+    for dest, flag in RUNNER_FLAGS.items():
+        ran, here = bundle["flags"].get(dest), getattr(args, dest, None)
+        if dest in bundle["flags"] and ran != here:
+            notes.append(f"note: the bundled run had {flag} {_shown(ran)}; this replay: {_shown(here)} (how and "
+                         "where a replay runs is its own command line's)")
     from harness.report.store import git_commit
 
     recorded, here = bundle["harness"].get("git_commit"), git_commit()
     if recorded != here:
         notes.append(f"note: the bundle was made by harness commit {recorded or '?'}, this is {here or '?'}")
     return values, notes
+
+
+def _as_typed(flags: dict[str, Any], parser: Any) -> dict[str, Any]:
+    """The bundle's evaluation flags (argparse dest -> value) parsed by the command line's `parser` as if
+    typed, so that a value it would refuse is refused here (BundleError), not met deep in the run."""
+    tokens = []
+    for dest, flag in EVALUATION_FLAGS.items():
+        value = flags.get(dest)
+        if value is True:
+            tokens.append(flag)
+        elif isinstance(value, list):
+            tokens += [part for item in value for part in (flag, str(item))]
+        elif value is not None and value is not False:
+            tokens += [flag, str(value)]
+
+    def refuse(message: str) -> None:
+        raise BundleError(f"--replay: the bundle's flags are not valid: {message}")
+
+    parser.error = refuse  # (argparse reports through this method; its own prints and exits)
+    parsed = parser.parse_args(tokens)
+    return {dest: getattr(parsed, dest) for dest in EVALUATION_FLAGS}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value)) or "none"
+    return "none" if value is None else str(value)
+
+
+def _plain(name: str, instead: str = "folder") -> str:
+    """`name` as one plain path component (a bundle's recorded names place its copies under the replay's
+    folder and nowhere else)."""
+    return name if name and name not in (".", "..") and Path(name).name == name else instead
 
 
 def workdir() -> Path:

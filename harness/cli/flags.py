@@ -156,6 +156,14 @@ def default_task() -> Path:
     return REPO_ROOT / "task.yml"  # reported as missing by the loader
 
 
+def local_tasks() -> list[Path]:
+    """The tasks this harness has: the default task.yml, and the checkout's and the installed copy's, with
+    their named tasks (tasks/NAME/task.yml)."""
+    roots = (REPO_ROOT, Path(sys.prefix) / "share" / "mla-eval")
+    found = [default_task(), *(r / "task.yml" for r in roots), *(t for r in roots for t in sorted(r.glob("tasks/*/task.yml")))]
+    return list(dict.fromkeys(t.resolve() for t in found if t.is_file()))
+
+
 def task_path(task: Optional[str]) -> Path:
     """--task: a task file, or the name of one of the checkout's tasks (tasks/NAME/task.yml)."""
     if task is None:
@@ -179,7 +187,7 @@ def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         from harness.cli import bundle
 
         replayed = bundle.read(args.replay)
-        overrides, notes = bundle.replay_args(replayed, args, bundle.workdir(), build_parser().parse_args([]))
+        overrides, notes = bundle.replay_args(replayed, args, bundle.workdir(), build_parser, local_tasks())
         values.update(overrides)
         rows = tuple(replayed["results"]["rows"])
     db, logs = values.pop("db"), values.pop("logs")
