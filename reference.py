@@ -65,6 +65,8 @@ def check_case(batchsize: int, qseqlen: int, kvseqlen: int, seed: int, kvseqlens
     whole("batchsize", batchsize, 1)
     whole("qseqlen", qseqlen, 1)
     whole("kvseqlen", kvseqlen, 1)  # (with kvseqlens: the longest, shown in the case's name)
+    if batchsize * qseqlen > MAX_QUERY_ROWS:  # (before any list of batchsize lengths is made)
+        raise ValueError(f"batchsize x qseqlen is {batchsize * qseqlen:,} query rows, over the {MAX_QUERY_ROWS:,} allowed")
     if kvseqlens is None:
         lengths = [kvseqlen] * batchsize
     else:
@@ -76,8 +78,6 @@ def check_case(batchsize: int, qseqlen: int, kvseqlen: int, seed: int, kvseqlens
                              f"adding up to {sum(lengths)}")
     if type(seed) is not int or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
-    if batchsize * qseqlen > MAX_QUERY_ROWS:
-        raise ValueError(f"batchsize x qseqlen is {batchsize * qseqlen:,} query rows, over the {MAX_QUERY_ROWS:,} allowed")
     if sum(lengths) > MAX_CACHE_ROWS:
         raise ValueError(f"the cache has {sum(lengths):,} rows, over the {MAX_CACHE_ROWS:,} allowed")
     if style not in INPUT_STYLES:

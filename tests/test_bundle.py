@@ -86,11 +86,12 @@ def test_a_replay_never_runs_the_bundles_copy_of_a_task(tmp_path):
     out, _, task = made(tmp_path)
     shutil.rmtree(task)
     with pytest.raises(bundle.BundleError, match=r"replay refused: the bundle's task .*task.yml is not on this "
-                                                 r"machine and none of this harness's tasks has its files"):
+                                                 r"machine made of the same files, nor is any of this harness's"):
         bundle.materialize(bundle.read(out), tmp_path / "work")
     assert not (tmp_path / "work").exists()
     args = build_parser().parse_args(["--device", "cpu", "--seed", "7", "--task", str(ROOT / "task.yml")])
-    data = bundle.build(configuration(args, []), [], {"rows": []}, {})
+    sub = tmp_path / "subs" / "mine.py"
+    data = bundle.build(configuration(args, []), [(str(sub), "mine.py", bundle.sha256(SOURCE.encode()))], {"rows": []}, {})
     data["task"]["root"] = "/elsewhere/checkout"  # (not hashed: where the bundled run's checkout was)
     moved = bundle.read(bundle.write(tmp_path / "moved.json", data))
     _, task_path, notes = bundle.materialize(moved, tmp_path / "w", local_tasks())
@@ -113,6 +114,96 @@ def test_a_bundle_cannot_choose_how_a_replay_runs(tmp_path):
     assert config.budget == 0.5 and config.mode == "benchmark" and config.submission == (str(path),)
 
 
+def _resealed(data):
+    """`data` with every file's sha256 made to match its text again (as anyone can)."""
+    for entry in (*data["task"]["files"], *data["submissions"]):
+        entry["sha256"] = bundle.sha256(entry["text"].encode())
+    return data
+
+
+def _rows(d, **values):
+    for row in d["results"]["rows"]:
+        row.update(values)
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda d: _rows(d, submission="\x1b[2K\x1b[1Greplay: all the same"), "holds a control or formatting character"),
+    (lambda d: d["harness"].update(git_commit="abc\u202e"), "holds a control or formatting character"),
+    (lambda d: d["flags"].update(sandbox="off\x07"), "holds a control or formatting character"),
+    (lambda d: d["submissions"][0].update(path="/tmp/a\x00b.py"), "holds a control or formatting character"),
+    (lambda d: _rows(d, median_us=-1.0), "a result row is not one this harness writes"),
+    (lambda d: _rows(d, median_us="100"), "a result row is not one this harness writes"),
+    (lambda d: d["results"].update(rows=[5]), "a result row is not one this harness writes"),
+    (lambda d: d.update(submissions=[]), "it must hold 1 to 256 submissions"),
+    (lambda d: d.update(harness=[]), "its flags, harness or task is not a table"),
+    (lambda d: d["task"].update(root=5), "a task file's path is not one below"),
+    (lambda d: d["task"]["files"][0].update(text=["x"]), "a file entry is not a path, a sha256 and a text"),
+])
+def test_a_bundle_that_is_not_one_this_harness_writes_is_one_line(tmp_path, edit, why):
+    """Red-team: everything a bundle holds reaches the terminal, the run or the comparison: its strings
+    must be printable, its rows and numbers of the types written, before anything runs."""
+    out, _, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    edit(data)
+    out.write_text(json.dumps(_resealed(data) if "text" not in why else data))
+    with pytest.raises(bundle.BundleError, match=why):
+        bundle.read(out)
+
+
+def test_unreadable_bundles_and_recorded_paths_that_are_not_files_are_one_line(tmp_path):
+    import os
+
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(bundle.BundleError, match="not JSON, or nested too deep"):
+        bundle.read(tmp_path / "deep.json")
+    with pytest.raises(bundle.BundleError, match="is not a regular file"):
+        bundle.read("/dev/zero")
+    os.mkfifo(tmp_path / "pipe")
+    out, _, _ = made(tmp_path)
+    (tmp_path / "inf.json").write_text(out.read_text().replace('"median_us": 100.0', '"median_us": 1e400'))
+    with pytest.raises(bundle.BundleError, match="a result row is not one this harness writes"):
+        bundle.read(tmp_path / "inf.json")
+    for path in ("/dev/zero", str(tmp_path / "pipe"), str(tmp_path)):
+        data = json.loads(out.read_text())
+        data["submissions"][0]["path"] = path
+        with pytest.raises(bundle.BundleError, match="replay refused: the submission .* is not a regular file"):
+            bundle.materialize(bundle.read(bundle.write(tmp_path / "odd.json", data)), tmp_path / "work")
+
+
+def test_a_task_file_the_bundle_leaves_out_is_not_run(tmp_path):
+    """Red-team: a bundle listing only task.yml, recorded where a reference.py it does not hold sits."""
+    out, _, task = made(tmp_path)
+    data = json.loads(out.read_text())
+    data["task"]["files"] = [e for e in data["task"]["files"] if e["path"] == "task.yml"]
+    with pytest.raises(bundle.BundleError, match="is not on this machine made of the same files"):
+        bundle.materialize(bundle.read(bundle.write(out, data)), tmp_path / "work")
+
+
+@pytest.mark.parametrize("flags, why", [
+    ({"small": "-h"}, "argument --small: ignored explicit argument '-h'"),
+    ({"check": "--", "budget": "--sandbox"}, "argument --budget: invalid float value: '--sandbox'"),
+    ({"budget": True}, "--budget True"),
+    ({"mode": "compile"}, "--mode compile \\(a replay runs test, benchmark, leaderboard\\)"),
+])
+def test_a_bundles_flag_values_cannot_become_flags(tmp_path, flags, why):
+    out, _, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    data["flags"].update(flags)
+    with pytest.raises(bundle.BundleError, match="the bundle's flags are not valid: " + why):
+        bundle.replay_args(bundle.read(bundle.write(out, data)), build_parser().parse_args(["--replay", str(out)]),
+                           tmp_path / "work", build_parser, local_tasks())
+
+
+def test_a_nan_interval_never_reads_same_and_an_unbundled_case_is_a_change(tmp_path):
+    old = [{"submission": "a.py", "kind": "benchmark", "case": "c0", "case_ok": True, "median_us": 1.0}]
+    (tmp_path / "b.json").write_text('{"ci95_rel": NaN}')
+    assert json.loads((tmp_path / "b.json").read_text(), parse_constant=lambda _: None) == {"ci95_rel": None}
+    new = [{**old[0], "median_us": 1956.0, "ci95_rel": 0.01}, {**old[0], "case": "c1"}]
+    rows = bundle.comparison([{**old[0], "ci95_rel": None}], new)
+    assert [r.get("mark") for r in rows] == ["slower", None] and rows[1]["was"] == "absent"
+    assert bundle.summary(rows)[1] is False
+
+
 @pytest.mark.parametrize("edit, why", [
     (lambda d: d["flags"].update(budget="soon"), "flags are not valid: argument --budget: invalid float value"),
     (lambda d: d["flags"].update(device="tpu"), "flags are not valid: argument --device: invalid choice"),
@@ -133,16 +224,17 @@ def test_a_bundles_values_are_checked_as_the_command_line_checks_them(tmp_path, 
 def test_a_bundles_copies_stay_in_the_replays_folder(tmp_path):
     out, _, _ = made(tmp_path)
     data = json.loads(out.read_text())
-    data["submissions"][0]["path"] = "/nowhere/../.."
-    (copy,), _, _ = bundle.materialize(bundle.read(bundle.write(out, data)), tmp_path / "work")
-    assert copy == tmp_path / "work" / "submissions" / "0" / "folder" / "submission.py"
+    for path, folder in (("/nowhere/../..", "folder"), ("/nowhere/" + "x" * 300, "nowhere")):
+        data["submissions"][0]["path"] = path
+        (copy,), _, _ = bundle.materialize(bundle.read(bundle.write(out, data)), tmp_path / "work")
+        assert copy == tmp_path / "work" / "submissions" / "0" / folder / "submission.py"
 
 
 def test_replay_refuses_a_changed_submission_or_task_in_one_line(tmp_path):
     out, path, task = made(tmp_path)
     path.write_text(SOURCE + "# edited\n")
     with pytest.raises(bundle.BundleError, match=r"replay refused: the submission .*mine.py differs from the "
-                                                 r"bundle's copy \(sha256 \w{12} here, \w{12} in the bundle\)"):
+                                                 r"bundle's copy \(sha256 \w{12} in the bundle\)"):
         bundle.materialize(bundle.read(out), tmp_path / "work")
     path.write_text(SOURCE)
     (task / "reference.py").write_text("# another task\n")

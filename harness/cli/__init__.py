@@ -214,7 +214,7 @@ def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any]
     for i, text in enumerate(texts):
         try:
             case = yaml.safe_load("{" + text.replace("=", ": ") + "}")
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):  # (lists nested thousands deep)
             case = None
         if not isinstance(case, dict) or not case or "=" not in text or None in case.values():
             raise UsageError(f"--shape {text!r}: expected KEY=VALUE pairs separated by commas")

@@ -6,24 +6,25 @@ reference, its companion task's), the flags that shape the evaluation (mode, bud
 ...) and the run's seed, the harness's version and commit, the software and GPU it ran on (driver,
 clocks, the clock watch's line), the command line, and the results as --json writes them.
 
-A bundle may be anyone's file: a replay treats it as untrusted input. Its submissions run as any do
-(sandboxed), from their recorded paths where the same file is there (the database then files the
-replay under the same submission), else from a private copy laid out as the originals were. A task is
-code the parent runs outside any sandbox, so a replay runs only a task already here (the same files
-at the recorded place, or one of this harness's tasks made of them), never the bundle's copy. A file
-at a recorded path that differs (an edited submission, another task) refuses the replay in one line
-naming it. The bundle decides what is evaluated (its flags parsed as if typed, and its seed); how and
-where (--sandbox, --share, --gpus, --workers, --backend, --address) is the replaying command line's,
-so a bundle cannot turn the sandbox off, show a worker more files or send work elsewhere (a note
-names any that differ). The replay says, per case, whether the new median is the same as the bundled
-one (their 95% intervals overlap), faster or slower, with the ratio, and whether every verdict is.
+A bundle may be anyone's file: a replay treats it as untrusted input, checked whole before anything
+runs (harness/cli/bundle_check.py). Its submissions run as any do (sandboxed), from their recorded
+paths where the same file is there (the database then files the replay under the same submission),
+else from a private copy laid out as the originals were. A task is code the parent runs outside any
+sandbox, so a replay runs only a task already here, made of exactly the bundled task's files (at the
+recorded place, or one of this harness's tasks), never the bundle's copy. A file at a recorded path
+that differs (an edited submission, another task) refuses the replay in one line naming it. The
+bundle decides what is evaluated (its flags parsed as if typed, and its seed); how and where
+(--sandbox, --share, --gpus, --workers, --backend, --address) is the replaying command line's, so a
+bundle cannot turn the sandbox off, show a worker more files or send work elsewhere (a note names any
+that differ). The replay says, per case, whether the new median is the same as the bundled one (their
+95% intervals overlap), faster or slower, with the ratio, and whether every verdict is the same (a
+case the bundle lacks is a change).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
-import hashlib
 import json
 import os
 import shutil
@@ -32,12 +33,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
+from harness.cli.bundle_check import (  # noqa: F401 - read: this module's API too
+    FORMAT, VERSION, BundleError, as_typed, read, regular_file, sha256, unpacked)
+
 if TYPE_CHECKING:
     from harness.config import RunConfig
-
-FORMAT = "mla-eval replay bundle"
-VERSION = 1
-MAX_BYTES = 64 << 20  # a bundle larger than this is refused unread
 
 # The flags that decide what is evaluated, which a bundle records and a replay restores: argparse dest ->
 # the flag as typed.
@@ -55,14 +55,6 @@ FROM_BUNDLE = {**EVALUATION_FLAGS, "submission": "--submission", "exclude": "--e
                "ncu": "--ncu", "rocprof": "--rocprof", "target": "--target"}
 
 
-class BundleError(Exception):
-    """A bundle that cannot be written, read or replayed here: one line."""
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _packed(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
     try:
@@ -70,10 +62,6 @@ def _packed(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         body = {"base64": base64.b64encode(data).decode("ascii")}
     return {"sha256": sha256(data), **body}
-
-
-def _unpacked(entry: dict[str, Any]) -> bytes:
-    return entry["text"].encode("utf-8") if "text" in entry else base64.b64decode(entry["base64"])
 
 
 def task_files(task_path: Path) -> list[Path]:
@@ -167,67 +155,20 @@ def write(path: str | Path, bundle: dict[str, Any]) -> Path:
     return out
 
 
-def read(path: str | Path) -> dict[str, Any]:
-    """A bundle, checked: its format, and every file's text against its recorded sha256."""
-    path = Path(path)
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise BundleError(f"--replay {path}: larger than {MAX_BYTES >> 20} MiB, not a bundle")
-        bundle = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BundleError(f"--replay {path}: cannot read it ({exc.strerror or exc})") from None
-    except (ValueError, UnicodeDecodeError):
-        raise BundleError(f"--replay {path}: not a replay bundle (not JSON)") from None
-    if not isinstance(bundle, dict) or bundle.get("format") != FORMAT:
-        raise BundleError(f"--replay {path}: not a replay bundle (no \"format\": \"{FORMAT}\")")
-    if bundle.get("version") != VERSION:
-        raise BundleError(f"--replay {path}: bundle version {bundle.get('version')!r}; this harness reads {VERSION}")
-    try:
-        entries = [*bundle["task"]["files"], *bundle["submissions"]]
-        for entry in entries:
-            if sha256(_unpacked(entry)) != entry["sha256"]:
-                raise BundleError(f"--replay {path}: its copy of {entry['path']} does not match its own sha256 "
-                                  "(the bundle was edited)")
-        problem = _malformed(bundle)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        problem = f"{type(exc).__name__}: {exc}"
-    if problem:
-        raise BundleError(f"--replay {path}: malformed bundle ({problem})")
-    return bundle
-
-
-def _malformed(bundle: dict[str, Any]) -> Optional[str]:
-    """What is wrong with a bundle's shape (its hashes checked), or None."""
-    task, paths = bundle["task"], [entry["path"] for entry in bundle["task"]["files"]]
-    if not isinstance(bundle["flags"], dict) or not isinstance(bundle["results"]["rows"], list):
-        return "its flags or results are not a table"
-    if type(bundle["seed"]) is not int:
-        return f"seed {bundle['seed']!r} is not a whole number"
-    unsafe = [p for p in paths if not isinstance(p, str) or Path(p).is_absolute() or ".." in Path(p).parts]
-    if unsafe or task["main"] not in paths or not all(isinstance(e["path"], str) for e in bundle["submissions"]):
-        return f"a task file's path is not one below the task's folder: {(unsafe or [task['main']])[0]!r}"
-    return None
-
-
 def _differs(recorded: Path, entry: dict[str, Any]) -> Optional[str]:
     """Why the file at `recorded` on this machine is not the bundle's copy, or None (also when absent)."""
-    if not recorded.exists():
-        return None
-    try:
-        here = sha256(recorded.read_bytes())
-    except OSError as exc:
-        return f"cannot be read here ({exc.strerror})"
-    if here != entry["sha256"]:
-        return f"differs from the bundle's copy (sha256 {here[:12]} here, {entry['sha256'][:12]} in the bundle)"
-    return None
+    why = regular_file(recorded)
+    if why is None and sha256(recorded.read_bytes()) != entry["sha256"]:
+        why = f"differs from the bundle's copy (sha256 {entry['sha256'][:12]} in the bundle)"
+    return why or None
 
 
 def materialize(bundle: dict[str, Any], workdir: Path, tasks: Sequence[Path] = ()) -> tuple[list[Path], Path, list[str]]:
     """(submission paths, task path, notes) to replay `bundle` with: each submission at its recorded path
-    where it is there and the same, else the bundle's copy written under `workdir`; the task at its
-    recorded place, else the one of `tasks` (this harness's, flags.local_tasks) with the same files,
-    else none (BundleError: its code would run outside the sandbox). A recorded file that exists and differs refuses the replay
-    (BundleError, one line naming it)."""
+    where it is there and the same, else the bundle's copy written under `workdir`; the task where it
+    is made of exactly the bundle's task files, at its recorded place or among `tasks` (this harness's,
+    flags.local_tasks), else none (BundleError: a task's code runs outside the sandbox). A recorded file
+    that exists and differs refuses the replay (BundleError, one line naming it)."""
     task = bundle["task"]
     root = Path(task["root"])
     for entry in task["files"]:
@@ -238,25 +179,26 @@ def materialize(bundle: dict[str, Any], workdir: Path, tasks: Sequence[Path] = (
         why = _differs(Path(entry["path"]), entry)
         if why:
             raise BundleError(f"replay refused: the submission {entry['path']} {why}")
-    if all((root / e["path"]).exists() for e in task["files"]):
-        task_path = root / task["main"]
-        notes = [f"task {task_path} (as bundled)"]
-    else:
-        task_path = _task_here(task, tasks)
-        if task_path is None:
-            raise BundleError(f"replay refused: the bundle's task {task['path']} is not on this machine and none of "
-                              "this harness's tasks has its files; a task's code runs outside the sandbox, so a "
-                              "replay runs only a task that is here (put the same files at the recorded place)")
-        notes = [f"task {task_path} (the same files as the bundle's {task['path']})"]
+    recorded = root / task["main"]
+    task_path = _task_here(task, [recorded, *tasks] if recorded.is_file() else tasks)
+    if task_path is None:
+        raise BundleError(f"replay refused: the bundle's task {task['path']} is not on this machine made of the same "
+                          "files, nor is any of this harness's tasks; a task's code runs outside the sandbox, so a "
+                          "replay runs only a task that is here (put the same files at the recorded place)")
+    notes = [f"task {task_path} (as bundled)" if task_path == recorded else
+             f"task {task_path} (the same files as the bundle's {task['path']})"]
     paths, copied = [], 0
     for i, entry in enumerate(bundle["submissions"]):
-        recorded = Path(entry["path"])
-        if recorded.exists():
-            paths.append(recorded)
+        if Path(entry["path"]).is_file():
+            paths.append(Path(entry["path"]))
             continue
-        target = workdir / "submissions" / str(i) / _plain(recorded.parent.name) / _plain(recorded.name, "submission.py")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(_unpacked(entry))
+        target = workdir / "submissions" / str(i) / _plain(Path(entry["path"]).parent.name) / _plain(
+            Path(entry["path"]).name, "submission.py")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(unpacked(entry))
+        except OSError as exc:
+            raise BundleError(f"replay: cannot write the bundle's copy of {entry['path']} ({exc.strerror})") from None
         paths.append(target)
         copied += 1
     notes.append(f"{len(paths) - copied} submission(s) at their recorded paths (the same files), "
@@ -279,7 +221,7 @@ def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, parser: Callab
                           "(unless with the bundle's value)")
     paths, task_path, notes = materialize(bundle, workdir, tasks)
     index = bundle.get("baseline")
-    values = _as_typed(bundle["flags"], parser())
+    values = as_typed(bundle["flags"], EVALUATION_FLAGS, parser())
     values.update(submission=[str(p) for p in paths], task=str(task_path), seed=bundle["seed"], exclude=[],
                   baseline=str(paths[index]) if type(index) is int and 0 <= index < len(paths) else None)
     for dest, flag in RUNNER_FLAGS.items():
@@ -295,27 +237,6 @@ def replay_args(bundle: dict[str, Any], args: Any, workdir: Path, parser: Callab
     return values, notes
 
 
-def _as_typed(flags: dict[str, Any], parser: Any) -> dict[str, Any]:
-    """The bundle's evaluation flags (argparse dest -> value) parsed by the command line's `parser` as if
-    typed, so that a value it would refuse is refused here (BundleError), not met deep in the run."""
-    tokens = []
-    for dest, flag in EVALUATION_FLAGS.items():
-        value = flags.get(dest)
-        if value is True:
-            tokens.append(flag)
-        elif isinstance(value, list):
-            tokens += [part for item in value for part in (flag, str(item))]
-        elif value is not None and value is not False:
-            tokens += [flag, str(value)]
-
-    def refuse(message: str) -> None:
-        raise BundleError(f"--replay: the bundle's flags are not valid: {message}")
-
-    parser.error = refuse  # (argparse reports through this method; its own prints and exits)
-    parsed = parser.parse_args(tokens)
-    return {dest: getattr(parsed, dest) for dest in EVALUATION_FLAGS}
-
-
 def _shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return " ".join(map(str, value)) or "none"
@@ -325,7 +246,8 @@ def _shown(value: Any) -> str:
 def _plain(name: str, instead: str = "folder") -> str:
     """`name` as one plain path component (a bundle's recorded names place its copies under the replay's
     folder and nowhere else)."""
-    return name if name and name not in (".", "..") and Path(name).name == name else instead
+    plain = name and name not in (".", "..") and Path(name).name == name and len(name.encode()) <= 200
+    return name if plain else instead
 
 
 def workdir() -> Path:
@@ -341,7 +263,8 @@ def workdir() -> Path:
 def comparison(bundled: Sequence[dict[str, Any]], replayed: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (submission, case) of the bundled results' rows (report.export_rows): the bundled and the
     replayed verdict and, for timed cases in both, the medians, their ratio and the mark (same,
-    faster, slower, too noisy: report.compare_marks, the 95% intervals of the medians)."""
+    faster, slower, too noisy: report.compare_marks, the 95% intervals of the medians); then each
+    replayed row the bundle has none for ("absent": a changed verdict)."""
     from harness.report import compare_marks
 
     new = {(r["submission"], r["kind"], r["case"]): r for r in replayed}
@@ -357,6 +280,9 @@ def comparison(bundled: Sequence[dict[str, Any]], replayed: Sequence[dict[str, A
             row.update(a_us=old["median_us"], b_us=now["median_us"], ratio=now["median_us"] / old["median_us"],
                        mark=compare_marks(old["median_us"], old.get("ci95_rel"), now["median_us"], now.get("ci95_rel")))
         out.append(row)
+    known = {(r["submission"], r["kind"], r["case"]) for r in bundled}
+    out += [{"submission": r["submission"], "kind": r["kind"], "case": r["case"], "was": "absent",
+             "now": _verdict(r)} for key, r in new.items() if key not in known]
     return out
 
 
