@@ -96,6 +96,7 @@ class RunConfig:
     replay: Optional[str] = None       # the bundle replayed
     replay_notes: tuple[str, ...] = ()  # what the replay runs (bundle.replay_args)
     replayed: tuple[dict[str, Any], ...] = ()  # the bundle's result rows, compared with the replay's
+    replayed_sha256: frozenset[str] = frozenset()  # the bundle's submissions' (any other file ran: a change)
 
 
 @dataclasses.dataclass(frozen=True)

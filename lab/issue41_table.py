@@ -14,7 +14,8 @@ import sys
 def boards(out: str) -> list[tuple[str, dict]]:
     """(seed, {submission: first row}) of every seed_*.json."""
     found = []
-    for path in sorted(glob.glob(os.path.join(out, "seed_*.json")), key=lambda p: int(re.findall(r"\d+", p)[-1])):
+    paths = [p for p in glob.glob(os.path.join(out, "seed_*.json")) if not p.endswith(".bundle.json")]
+    for path in sorted(paths, key=lambda p: int(re.findall(r"seed_(\d+)", p)[0])):
         rows = json.load(open(path))["rows"]
         found.append((re.findall(r"seed_(\d+)", path)[0], {r["submission"]: r for r in rows}))
     return found

@@ -99,16 +99,17 @@ def test_a_replay_never_runs_the_bundles_copy_of_a_task(tmp_path):
 
 
 def test_a_bundle_cannot_choose_how_a_replay_runs(tmp_path):
-    """--sandbox, --share, --gpus, --workers, --backend and --address are the replaying command line's;
+    """--sandbox, --share, --gpus, --workers, --backend, --address and --no-audit are the replaying command line's;
     a note names each the bundled run had otherwise."""
     out, path, _ = made(tmp_path)
     data = json.loads(out.read_text())
-    data["flags"].update(sandbox="off", share=["/"], gpus="8", workers=8, backend="ray", address="10.0.0.9:6379")
+    data["flags"].update(sandbox="off", share=["/"], gpus="8", workers=8, backend="ray", address="10.0.0.9:6379",
+                         no_audit=True)
     out.write_text(json.dumps(data))
     args = build_parser().parse_args(["--replay", str(out)])
     config = configuration(args, ["--replay", str(out)])
-    assert (config.sandbox, config.share, config.gpus, config.workers, config.backend, config.address) == (
-        "auto", None, None, None, "local", None)
+    assert (config.sandbox, config.share, config.gpus, config.workers, config.backend, config.address,
+            config.no_audit) == ("auto", None, None, None, "local", None, False)
     notes = " ".join(config.replay_notes)
     assert "the bundled run had --sandbox off; this replay: auto" in notes and "--address 10.0.0.9:6379" in notes
     assert config.budget == 0.5 and config.mode == "benchmark" and config.submission == (str(path),)
@@ -138,6 +139,10 @@ def _rows(d, **values):
     (lambda d: d.update(harness=[]), "its flags, harness or task is not a table"),
     (lambda d: d["task"].update(root=5), "a task file's path is not one below"),
     (lambda d: d["task"]["files"][0].update(text=["x"]), "a file entry is not a path, a sha256 and a text"),
+    (lambda d: [r.pop("kind") for r in d["results"]["rows"]], "a result row is not one this harness writes"),
+    (lambda d: _rows(d, case="4×1k" + " " * 300), "a result row is not one this harness writes"),
+    (lambda d: d["task"].pop("path"), "KeyError"),
+    (lambda d: d["flags"].update(shape=["batchsize=1,qseqlen=1,kvseqlen=8"] * 65), "more than 64 --shape cases"),
 ])
 def test_a_bundle_that_is_not_one_this_harness_writes_is_one_line(tmp_path, edit, why):
     """Red-team: everything a bundle holds reaches the terminal, the run or the comparison: its strings
@@ -170,6 +175,18 @@ def test_unreadable_bundles_and_recorded_paths_that_are_not_files_are_one_line(t
             bundle.materialize(bundle.read(bundle.write(tmp_path / "odd.json", data)), tmp_path / "work")
 
 
+def test_a_recorded_path_of_another_size_is_never_read(tmp_path):
+    """Red-team: a /proc file is "regular", reports size 0 and may read forever (or fail): a recorded
+    file is read only at the size of the bundle's copy, and a bundle at such a path is read bounded."""
+    out, _, _ = made(tmp_path)
+    data = json.loads(out.read_text())
+    data["submissions"][0]["path"] = "/proc/self/status"
+    with pytest.raises(bundle.BundleError, match=r"/proc/self/status differs from the bundle's copy \(sha256"):
+        bundle.materialize(bundle.read(bundle.write(out, data)), tmp_path / "work")
+    with pytest.raises(bundle.BundleError, match="not a replay bundle"):
+        bundle.read("/proc/self/status")
+
+
 def test_a_task_file_the_bundle_leaves_out_is_not_run(tmp_path):
     """Red-team: a bundle listing only task.yml, recorded where a reference.py it does not hold sits."""
     out, _, task = made(tmp_path)
@@ -192,6 +209,20 @@ def test_a_bundles_flag_values_cannot_become_flags(tmp_path, flags, why):
     with pytest.raises(bundle.BundleError, match="the bundle's flags are not valid: " + why):
         bundle.replay_args(bundle.read(bundle.write(out, data)), build_parser().parse_args(["--replay", str(out)]),
                            tmp_path / "work", build_parser, local_tasks())
+
+
+def test_a_replay_trusts_neither_the_bundles_intervals_nor_its_labels():
+    """Red-team: a bundled median 1.45x too good with a ±50% interval; two cases of one label (shapes
+    that differ only by seed), one failing on replay; a row of a file that is not the bundle's."""
+    old = [{"submission": "a.py", "kind": "benchmark", "case": "c0", "case_ok": True, "median_us": 100.0,
+            "ci95_rel": 0.5}]
+    (row,) = bundle.comparison(old, [{**old[0], "median_us": 145.0, "ci95_rel": 0.01}])
+    assert row["mark"] == "slower"
+    rows = bundle.comparison([{**old[0], "ci95_rel": 0.01}] * 2,
+                             [{**old[0], "ci95_rel": 0.01}, {**old[0], "case_ok": False, "ci95_rel": 0.01}])
+    assert [(r["was"], r["now"]) for r in rows] == [("pass", "pass"), ("pass", "FAIL")]
+    (row,) = bundle.comparison(old, [{**old[0], "sha256": "f" * 64}], frozenset({"0" * 64}))
+    assert row["now"] == "pass of another file (sha256 ffffffffffff)" and not bundle.summary([row])[1]
 
 
 def test_a_nan_interval_never_reads_same_and_an_unbundled_case_is_a_change(tmp_path):

@@ -14,8 +14,8 @@ sandbox, so a replay runs only a task already here, made of exactly the bundled 
 recorded place, or one of this harness's tasks), never the bundle's copy. A file at a recorded path
 that differs (an edited submission, another task) refuses the replay in one line naming it. The
 bundle decides what is evaluated (its flags parsed as if typed, and its seed); how and where
-(--sandbox, --share, --gpus, --workers, --backend, --address) is the replaying command line's, so a
-bundle cannot turn the sandbox off, show a worker more files or send work elsewhere (a note names any
+(--sandbox, --share, --gpus, --workers, --backend, --address, --no-audit) is the replaying command line's,
+so a bundle cannot turn the sandbox or the outside timing off, show a worker more files or send work elsewhere (a note names any
 that differ). The replay says, per case, whether the new median is the same as the bundled one (their
 95% intervals overlap), faster or slower, with the ratio, and whether every verdict is the same (a
 case the bundle lacks is a change).
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from harness.cli.bundle_check import (  # noqa: F401 - read: this module's API too
-    FORMAT, VERSION, BundleError, as_typed, read, regular_file, sha256, unpacked)
+    FORMAT, VERSION, BundleError, as_typed, read, same_file, sha256, unpacked)
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -43,12 +43,11 @@ if TYPE_CHECKING:
 # the flag as typed.
 EVALUATION_FLAGS = {
     "mode": "--mode", "device": "--device", "small": "--small", "check": "--check", "budget": "--budget",
-    "graph": "--graph", "shape": "--shape", "timeout": "--timeout", "no_audit": "--no-audit", "energy": "--energy",
-    "diagnostics": "--diagnostics",
+    "graph": "--graph", "shape": "--shape", "timeout": "--timeout", "energy": "--energy", "diagnostics": "--diagnostics",
 }
 # ... those that say how and where it ran, which a bundle records and a replay takes from its own command line
 RUNNER_FLAGS = {"sandbox": "--sandbox", "share": "--share", "gpus": "--gpus", "workers": "--workers",
-                "backend": "--backend", "address": "--address"}
+                "backend": "--backend", "address": "--address", "no_audit": "--no-audit"}
 # ... and those a replay takes from the bundle alone (given beside --replay: a usage error)
 FROM_BUNDLE = {**EVALUATION_FLAGS, "submission": "--submission", "exclude": "--exclude", "task": "--task",
                "seed": "--seed", "baseline": "--baseline", "history": "--history", "compare": "--compare",
@@ -157,10 +156,8 @@ def write(path: str | Path, bundle: dict[str, Any]) -> Path:
 
 def _differs(recorded: Path, entry: dict[str, Any]) -> Optional[str]:
     """Why the file at `recorded` on this machine is not the bundle's copy, or None (also when absent)."""
-    why = regular_file(recorded)
-    if why is None and sha256(recorded.read_bytes()) != entry["sha256"]:
-        why = f"differs from the bundle's copy (sha256 {entry['sha256'][:12]} in the bundle)"
-    return why or None
+    why = same_file(recorded, unpacked(entry))
+    return f"{why} (sha256 {entry['sha256'][:12]} in the bundle)" if why == "differs from the bundle's copy" else why or None
 
 
 def materialize(bundle: dict[str, Any], workdir: Path, tasks: Sequence[Path] = ()) -> tuple[list[Path], Path, list[str]]:
@@ -260,29 +257,34 @@ def workdir() -> Path:
 
 
 # ---------------------------------------------------------------- the comparison
-def comparison(bundled: Sequence[dict[str, Any]], replayed: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (submission, case) of the bundled results' rows (report.export_rows): the bundled and the
-    replayed verdict and, for timed cases in both, the medians, their ratio and the mark (same,
-    faster, slower, too noisy: report.compare_marks, the 95% intervals of the medians); then each
+def comparison(bundled: Sequence[dict[str, Any]], replayed: Sequence[dict[str, Any]],
+               shas: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Per (submission, case) of the bundled results' rows (report.export_rows), in order (rows of one
+    label are paired by their order, so none hides another): the bundled and the replayed verdict, a
+    file whose sha256 is not the bundle's (`shas`) a change, and for timed cases in both the medians,
+    their ratio and the mark (same, faster, slower, too noisy: report.compare_marks), judged by the
+    replay's own 95% interval on both sides (a bundle's interval is its claim, not trusted); then each
     replayed row the bundle has none for ("absent": a changed verdict)."""
     from harness.report import compare_marks
 
-    new = {(r["submission"], r["kind"], r["case"]): r for r in replayed}
+    new: dict[tuple, list[dict[str, Any]]] = {}
+    for r in replayed:
+        new.setdefault((r["submission"], r["kind"], r["case"]), []).append(r)
     out = []
     for old in bundled:
-        key = (old["submission"], old["kind"], old["case"])
-        now = new.get(key)
+        found = new.get((old["submission"], old["kind"], old["case"]))
+        now = found.pop(0) if found else None
         row = {"submission": old["submission"], "kind": old["kind"], "case": old["case"],
                "was": _verdict(old), "now": _verdict(now) if now else "missing"}
-        if now and old.get("sha256") and now.get("sha256") != old["sha256"]:  # (changed after it was checked)
+        if now and ((shas and now.get("sha256") not in shas) or (old.get("sha256") and now.get("sha256") != old["sha256"])):
             row["now"] += f" of another file (sha256 {str(now.get('sha256'))[:12]})"
         if now and old.get("median_us") and now.get("median_us"):
+            ci = now.get("ci95_rel")
             row.update(a_us=old["median_us"], b_us=now["median_us"], ratio=now["median_us"] / old["median_us"],
-                       mark=compare_marks(old["median_us"], old.get("ci95_rel"), now["median_us"], now.get("ci95_rel")))
+                       mark=compare_marks(old["median_us"], ci, now["median_us"], ci))
         out.append(row)
-    known = {(r["submission"], r["kind"], r["case"]) for r in bundled}
-    out += [{"submission": r["submission"], "kind": r["kind"], "case": r["case"], "was": "absent",
-             "now": _verdict(r)} for key, r in new.items() if key not in known]
+    out += [{"submission": r["submission"], "kind": r["kind"], "case": r["case"], "was": "absent", "now": _verdict(r)}
+            for rows in new.values() for r in rows]
     return out
 
 

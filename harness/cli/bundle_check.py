@@ -4,8 +4,8 @@ before anything runs, and what cannot be trusted is refused in one line.
 - The file: a regular file of at most MAX_BYTES, JSON (NaN and infinities read as missing values),
   this harness's format and version; every file it holds matches its own sha256.
 - Its shape: every field of the type the replay uses (flags a table, the seed a whole number, one to
-  MAX_SUBMISSIONS submissions, each result row a table with its numbers finite), task files named by
-  paths below the task's folder.
+  MAX_SUBMISSIONS submissions, at most MAX_SHAPES --shape cases, each result row a table with its
+  labels short and its numbers finite), task files named by paths below the task's folder.
 - Its text: every string it holds but the files' own text is printable (no control character, no
   escape sequence, no bidirectional override), since names, cases, paths and notes reach the terminal.
 - Its flags: those that decide what is evaluated, parsed by the command line's own parser as if typed
@@ -19,6 +19,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 import stat
 from pathlib import Path
 from typing import Any, Optional
@@ -27,6 +28,8 @@ FORMAT = "mla-eval replay bundle"
 VERSION = 1
 MAX_BYTES = 64 << 20  # a bundle larger than this is refused unread
 MAX_SUBMISSIONS = 256
+MAX_SHAPES = 64   # --shape cases a bundle may ask for
+MAX_LABEL = 200   # characters of a result row's submission, case or kind (a label, not a page of text)
 REPLAYABLE_MODES = ("test", "benchmark", "leaderboard")  # the modes --bundle writes a bundle for
 _NUMBERS = ("median_us", "ci95_rel", "mean_us", "min_us", "max_us", "std_us")
 
@@ -50,7 +53,11 @@ def read(path: str | Path) -> dict[str, Any]:
     if why:
         raise BundleError(f"--replay {path}: {why}")
     try:
-        bundle = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda _: None)
+        with open(path, "rb", buffering=0, opener=_nonblocking) as handle:
+            raw = handle.read(MAX_BYTES + 1)  # (a /proc file reports size 0 and may never end)
+        if len(raw) > MAX_BYTES:
+            raise BundleError(f"--replay {path}: is larger than {MAX_BYTES >> 20} MiB")
+        bundle = json.loads(raw.decode("utf-8"), parse_constant=lambda _: None)
     except OSError as exc:
         raise BundleError(f"--replay {path}: cannot read it ({exc.strerror or exc})") from None
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -87,7 +94,9 @@ def _malformed(bundle: dict[str, Any]) -> Optional[str]:
             return "a file entry is not a path, a sha256 and a text"
     paths = [entry["path"] for entry in files]
     unsafe = [p for p in paths if Path(p).is_absolute() or ".." in Path(p).parts]
-    if unsafe or task["main"] not in paths or not isinstance(task["root"], str):
+    if len(bundle["flags"].get("shape") or ()) > MAX_SHAPES:
+        return f"it asks for more than {MAX_SHAPES} --shape cases"
+    if unsafe or task["main"] not in paths or not isinstance(task["root"], str) or not isinstance(task["path"], str):
         return f"a task file's path is not one below the task's folder: {ascii((unsafe or [task['main']])[0])[:80]}"
     bad_row = next((row for row in rows if not _row_ok(row)), None)
     if bad_row is not None:
@@ -102,9 +111,10 @@ def _meta(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row_ok(row: Any) -> bool:
-    if not isinstance(row, dict) or not isinstance(row.get("submission"), str):
+    if not isinstance(row, dict) or not isinstance(row.get("submission"), str) or not {"kind", "case"} <= row.keys():
         return False
-    if not all(row.get(k) is None or isinstance(row[k], str) for k in ("kind", "case", "sha256")):
+    if not all(row.get(k) is None or (isinstance(row[k], str) and len(row[k]) <= MAX_LABEL)
+               for k in ("submission", "kind", "case", "sha256")):
         return False
     return all(row.get(k) is None or (type(row[k]) in (int, float) and math.isfinite(row[k]) and row[k] >= 0)
                for k in _NUMBERS)
@@ -132,6 +142,26 @@ def _edited(bundle: dict[str, Any]) -> Optional[str]:
         if sha256(unpacked(entry)) != entry["sha256"]:
             return f"its copy of {entry['path']} does not match its own sha256: the bundle was edited"
     return None
+
+
+def same_file(path: Path, data: bytes) -> Optional[str]:
+    """Why the file at `path` is not `data` ("" if there is none, None if it is): read only where it is
+    a regular file of exactly that size, and no further (a /proc file reports size 0 and may never end)."""
+    why = regular_file(path)
+    if why is None and path.stat().st_size != len(data):
+        why = "differs from the bundle's copy"
+    if why is None:
+        try:
+            with open(path, "rb", buffering=0, opener=_nonblocking) as handle:
+                here = handle.read(len(data) + 1)
+        except OSError as exc:
+            return f"cannot be read here ({exc.strerror or exc})"
+        why = None if here == data else "differs from the bundle's copy"
+    return why
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def regular_file(path: Path) -> Optional[str]:

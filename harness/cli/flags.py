@@ -182,14 +182,14 @@ def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     command line's (harness/cli/bundle.py; BundleError where it cannot be read or a flag clashes), the
     database and the log folder defaulting to the results folder's (popcorn's form: ./results,
     kernelbot's own folder per submission), and a fresh random secret seed where none is given."""
-    values, notes, rows = dict(vars(args)), [], ()
+    values, notes, rows, shas = dict(vars(args)), [], (), frozenset()
     if args.replay:
         from harness.cli import bundle
 
         replayed = bundle.read(args.replay)
         overrides, notes = bundle.replay_args(replayed, args, bundle.workdir(), build_parser, local_tasks())
         values.update(overrides)
-        rows = tuple(replayed["results"]["rows"])
+        rows, shas = tuple(replayed["results"]["rows"]), frozenset(s["sha256"] for s in replayed["submissions"])
     db, logs = values.pop("db"), values.pop("logs")
     if db is None or logs is None:
         folder = Path.cwd() / "results" if values["popcorn_mode"] is not None else results_folder()
@@ -198,7 +198,7 @@ def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     flags = {dest: tuple(value) if isinstance(value, list) else value for dest, value in values.items()}
     return RunConfig(**flags, db=db, logs=logs, private=private_paths(db, logs), task=str(task_path(task).resolve()),
                      seed=secrets.randbits(63) if seed is None else seed, argv=tuple(argv),
-                     replay_notes=tuple(notes), replayed=rows)
+                     replay_notes=tuple(notes), replayed=rows, replayed_sha256=shas)
 
 
 def private_paths(db: str, logs: str) -> tuple[Path, ...]:

@@ -360,7 +360,8 @@ def _replay_verdict(config: RunConfig, results: list[SubmissionResult], problem:
     from harness import report
 
     rows = bundle.comparison(config.replayed,
-                             report.export_rows(results, problem.label, bandwidth, problem.spec.ranking))
+                             report.export_rows(results, problem.label, bandwidth, problem.spec.ranking),
+                             config.replayed_sha256)
     report.console.print(report.replay_table(rows))
     line, same = bundle.summary(rows)
     report.err_console.print(report.escape(line), highlight=False)
