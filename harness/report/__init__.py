@@ -79,7 +79,7 @@ def baseline_table(results: Sequence[SubmissionResult], baseline: SubmissionResu
         if r is baseline:
             continue
         score, base_score = r.score_us(ranking), baseline.score_us(ranking)
-        marks = [compare_marks(base[c.index].device.median, base[c.index].device.ci_rel, c.device.median,
+        marks = [compare_marks(base[c.index].device.median * 1e6, base[c.index].device.ci_rel, c.device.median * 1e6,
                                c.device.ci_rel)
                  for c in r.cases if c.kind == "benchmark" and c.ok and c.device and c.index in base]
         table.add_row(escape(r.name), f"{base_score / score:.2f}×" if score and base_score else "-",

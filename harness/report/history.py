@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -213,13 +215,28 @@ def runs_table(rows: Sequence[Any], db: Optional[str] = None) -> RunsTable:
 
 
 NOISY_CI = 0.5  # a median's 95% interval wider than ±50%: an overlap says nothing
+# What moves one case's median from one worker process to another beyond its own interval (the
+# process's allocation of its buffers, the fence's calibration, the GPU's state), as a standard
+# deviation: CASE_SPREAD_US and CASE_SPREAD_REL x the median, in quadrature. Fitted to the spread of
+# 32 medians (4 files x 8 cases) over five fenced leaderboards on the H100 (BENCHMARKS.md, ninth
+# session); two medians compared always come from two processes (two runs, or two files of one).
+CASE_SPREAD_US = 0.36
+CASE_SPREAD_REL = 0.0034
+
+
+def _half_width(us: float, ci: Optional[float]) -> float:
+    """A median's relative 95% half-width for a comparison: its own interval and the spread between
+    processes, in quadrature."""
+    return math.hypot(ci or 0, 1.96 * math.hypot(CASE_SPREAD_US, CASE_SPREAD_REL * us) / us)
 
 
 def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optional[float]) -> str:
-    """faster / slower only when the two medians' 95% intervals do not overlap; "same" when they
-    overlap and both are informative, "too noisy" when one is wider than ±NOISY_CI."""
-    lo_a, hi_a = a_us * (1 - (a_ci or 0)), a_us * (1 + (a_ci or 0))
-    lo_b, hi_b = b_us * (1 - (b_ci or 0)), b_us * (1 + (b_ci or 0))
+    """faster / slower only when the two medians' 95% intervals (their own, `a_ci` / `b_ci` relative,
+    each widened by the spread between processes: `_half_width`; medians in µs) do not overlap; "same"
+    when they overlap and both are informative, "too noisy" when one's own is wider than ±NOISY_CI."""
+    half_a, half_b = _half_width(a_us, a_ci), _half_width(b_us, b_ci)
+    lo_a, hi_a = a_us * (1 - half_a), a_us * (1 + half_a)
+    lo_b, hi_b = b_us * (1 - half_b), b_us * (1 + half_b)
     if hi_b < lo_a:
         return "faster"
     if lo_b > hi_a:
