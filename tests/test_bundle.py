@@ -359,3 +359,18 @@ def test_write_then_replay_gives_the_same_verdicts_and_a_changed_file_is_refused
     path.write_text("# another file at the recorded path\n")
     assert cli(tmp_path, "--replay", str(out)) == 2
     assert "replay refused: the submission" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stop, code, line", [(KeyboardInterrupt, 130, "interrupted"),
+                                              ("terminated", 143, "terminated (SIGTERM)")])
+def test_ctrl_c_or_sigterm_while_a_bundle_is_read_is_one_line(tmp_path, monkeypatch, capsys, stop, code, line):
+    """Red-team: a signal while the command line's configuration (a --replay bundle, a task) is read."""
+    import harness.cli as cli_module
+
+    def interrupted(*_):
+        raise cli_module.Terminated if stop == "terminated" else stop
+
+    monkeypatch.setattr(cli_module, "configuration", interrupted)
+    assert cli_module.main(["--replay", str(tmp_path / "b.json")]) == code
+    err = capsys.readouterr().err
+    assert line in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -59,6 +59,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
         report.error(str(exc))
         return 2
+    except KeyboardInterrupt as exc:  # (Ctrl-C or SIGTERM while a bundle or a task is read)
+        return _interrupted(exc)
     early = _start_early(config) if config.popcorn_mode is None else None
     from harness import report
     from harness.device import DeviceError
@@ -74,15 +76,19 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except (UsageError, SpecError, DeviceError, SandboxUnavailable) as exc:
         report.error(str(exc))
         return 2
-    except Terminated:
-        report.error("terminated (SIGTERM)")
-        return 143
-    except KeyboardInterrupt:
-        report.error("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     finally:
         if early is not None:  # started, never adopted (closing an adopted worker again is harmless)
             early.close()
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C (exit 130) or SIGTERM (143): one line."""
+    from harness import report
+
+    report.error("terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
+    return 143 if isinstance(exc, Terminated) else 130
 
 
 def _start_early(config: RunConfig):
