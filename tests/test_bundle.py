@@ -91,7 +91,8 @@ def test_a_replay_never_runs_the_bundles_copy_of_a_task(tmp_path):
     assert not (tmp_path / "work").exists()
     args = build_parser().parse_args(["--device", "cpu", "--seed", "7", "--task", str(ROOT / "task.yml")])
     sub = tmp_path / "subs" / "mine.py"
-    data = bundle.build(configuration(args, []), [(str(sub), "mine.py", bundle.sha256(SOURCE.encode()))], {"rows": []}, {})
+    data = bundle.build(configuration(args, []), [(str(sub), "mine.py", bundle.sha256(SOURCE.encode()))],
+                        {"rows": []}, {})
     data["task"]["root"] = "/elsewhere/checkout"  # (not hashed: where the bundled run's checkout was)
     moved = bundle.read(bundle.write(tmp_path / "moved.json", data))
     _, task_path, notes = bundle.materialize(moved, tmp_path / "w", local_tasks())
@@ -233,6 +234,7 @@ def test_a_nan_interval_never_reads_same_and_an_unbundled_case_is_a_change(tmp_p
     rows = bundle.comparison([{**old[0], "ci95_rel": None}], new)
     assert [r.get("mark") for r in rows] == ["slower", None] and rows[1]["was"] == "absent"
     assert bundle.summary(rows)[1] is False
+    assert [r["now"] for r in bundle.comparison(old, [], frozenset({"0" * 64}))] == ["missing"]
 
 
 @pytest.mark.parametrize("edit, why", [

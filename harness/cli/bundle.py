@@ -14,11 +14,11 @@ sandbox, so a replay runs only a task already here, made of exactly the bundled 
 recorded place, or one of this harness's tasks), never the bundle's copy. A file at a recorded path
 that differs (an edited submission, another task) refuses the replay in one line naming it. The
 bundle decides what is evaluated (its flags parsed as if typed, and its seed); how and where
-(--sandbox, --share, --gpus, --workers, --backend, --address, --no-audit) is the replaying command line's,
-so a bundle cannot turn the sandbox or the outside timing off, show a worker more files or send work elsewhere (a note names any
-that differ). The replay says, per case, whether the new median is the same as the bundled one (their
-95% intervals overlap), faster or slower, with the ratio, and whether every verdict is the same (a
-case the bundle lacks is a change).
+(--sandbox, --share, --gpus, --workers, --backend, --address, --no-audit) is the replaying command
+line's, so a bundle cannot turn the sandbox or the outside timing off, show a worker more files or
+send work elsewhere (a note names any that differ). The replay says, per case, whether the new median
+is the same as the bundled one (judged by the replay's own interval), faster or slower, with the
+ratio, and whether every verdict is the same (a case the bundle lacks is a change).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 # the flag as typed.
 EVALUATION_FLAGS = {
     "mode": "--mode", "device": "--device", "small": "--small", "check": "--check", "budget": "--budget",
-    "graph": "--graph", "shape": "--shape", "timeout": "--timeout", "energy": "--energy", "diagnostics": "--diagnostics",
+    "graph": "--graph", "shape": "--shape", "timeout": "--timeout", "energy": "--energy",
+    "diagnostics": "--diagnostics",
 }
 # ... those that say how and where it ran, which a bundle records and a replay takes from its own command line
 RUNNER_FLAGS = {"sandbox": "--sandbox", "share": "--share", "gpus": "--gpus", "workers": "--workers",
@@ -157,10 +158,13 @@ def write(path: str | Path, bundle: dict[str, Any]) -> Path:
 def _differs(recorded: Path, entry: dict[str, Any]) -> Optional[str]:
     """Why the file at `recorded` on this machine is not the bundle's copy, or None (also when absent)."""
     why = same_file(recorded, unpacked(entry))
-    return f"{why} (sha256 {entry['sha256'][:12]} in the bundle)" if why == "differs from the bundle's copy" else why or None
+    if why == "differs from the bundle's copy":
+        return f"{why} (sha256 {entry['sha256'][:12]} in the bundle)"
+    return why or None
 
 
-def materialize(bundle: dict[str, Any], workdir: Path, tasks: Sequence[Path] = ()) -> tuple[list[Path], Path, list[str]]:
+def materialize(bundle: dict[str, Any], workdir: Path,
+                tasks: Sequence[Path] = ()) -> tuple[list[Path], Path, list[str]]:
     """(submission paths, task path, notes) to replay `bundle` with: each submission at its recorded path
     where it is there and the same, else the bundle's copy written under `workdir`; the task where it
     is made of exactly the bundle's task files, at its recorded place or among `tasks` (this harness's,
@@ -276,7 +280,8 @@ def comparison(bundled: Sequence[dict[str, Any]], replayed: Sequence[dict[str, A
         now = found.pop(0) if found else None
         row = {"submission": old["submission"], "kind": old["kind"], "case": old["case"],
                "was": _verdict(old), "now": _verdict(now) if now else "missing"}
-        if now and ((shas and now.get("sha256") not in shas) or (old.get("sha256") and now.get("sha256") != old["sha256"])):
+        if now and ((shas and now.get("sha256") not in shas)
+                    or (old.get("sha256") and now.get("sha256") != old["sha256"])):
             row["now"] += f" of another file (sha256 {str(now.get('sha256'))[:12]})"
         if now and old.get("median_us") and now.get("median_us"):
             ci = now.get("ci95_rel")

@@ -160,7 +160,8 @@ def local_tasks() -> list[Path]:
     """The tasks this harness has: the default task.yml, and the checkout's and the installed copy's, with
     their named tasks (tasks/NAME/task.yml)."""
     roots = (REPO_ROOT, Path(sys.prefix) / "share" / "mla-eval")
-    found = [default_task(), *(r / "task.yml" for r in roots), *(t for r in roots for t in sorted(r.glob("tasks/*/task.yml")))]
+    found = [default_task(), *(r / "task.yml" for r in roots),
+             *(t for r in roots for t in sorted(r.glob("tasks/*/task.yml")))]
     return list(dict.fromkeys(t.resolve() for t in found if t.is_file()))
 
 
