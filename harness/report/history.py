@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -227,7 +226,7 @@ CASE_SPREAD_REL = 0.0034
 def _half_width(us: float, ci: Optional[float]) -> float:
     """A median's relative 95% half-width for a comparison: its own interval and the spread between
     processes, in quadrature."""
-    return math.hypot(ci or 0, 1.96 * math.hypot(CASE_SPREAD_US, CASE_SPREAD_REL * us) / us)
+    return math.hypot(ci or 0, 1.96 * math.hypot(CASE_SPREAD_US, CASE_SPREAD_REL * us) / us) if us > 0 else ci or 0
 
 
 def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optional[float]) -> str:
