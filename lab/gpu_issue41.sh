@@ -1,12 +1,13 @@
-# Issue 41 on the H200: ties over five seeds (the three bundled Triton files and a copy of triton_fp8
+# Issue 41 on one GPU: ties over five seeds (the three bundled Triton files and a copy of triton_fp8
 # with 3% more GPU work), --compare pairs of those runs, a --replay of the first run's bundle, a 10%
 # copy against the original at the same path (--compare: "slower" on every case), the clock watch's
 # lines, and joules per call (--energy). The slowed copies are made standalone first (the sandbox
 # shows a worker only its own file). Usage (device machine, wheels in .whl incl. nvidia-ml-py, carry
-# .whl): bash lab/gpu_issue41.sh   (about 8-10 minutes; BUDGET / SEEDS override). A device call allows
-# 10 minutes: PART=1 runs the seeds and their compares (~6.5 min), then PART=2 on the same warm machine
-# the replay, the 10% copy, the energy run and the table (~3 min). Files gather in /tmp/i41 (kept on a
-# warm machine between calls) and are packed into $OUT after each part (i41_seeds.tgz, i41.tgz).
+# .whl): a device call allows 10 minutes, so in parts on one warm machine: PART=1 runs the leaderboards
+# of SEEDS (five: ~6 min on an H200, ~9.5 min on an H100, so there give SEEDS="4101 4102 4103", then
+# SEEDS="4104 4105"), then PART=2 the --compare pairs of every seed run so far, the replay of the first
+# seed's bundle, the 10% copy, the energy run and the table (~3-4 min). Files gather in /tmp/i41 (kept
+# on a warm machine between calls) and are packed into $OUT after each part (i41_seeds.tgz, i41.tgz).
 source lab/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
 S=/tmp/s41
@@ -19,7 +20,8 @@ LB="python3 eval.py --sandbox require --no-progress --db $DB --logs /tmp/l41"
 start=$(date +%s)
 stamp() { echo "$1: exit $2 at $(( $(date +%s) - start )) s"; }
 PART=${PART:-both}
-first=${SEEDS%% *}
+first=$(ls $W/seed_*.bundle.json 2>/dev/null | sed "s/.*seed_\([0-9]*\).*/\1/" | sort -n | head -1)
+first=${first:-${SEEDS%% *}}
 if [ "$PART" != 2 ]; then
 for seed in $SEEDS; do
   timeout -k 10 150 $LB --mode leaderboard --budget $BUDGET --seed $seed --submission submissions/triton_bf16.py \
@@ -28,8 +30,11 @@ for seed in $SEEDS; do
     > "$W/seed_$seed.txt" 2>&1
   stamp "seed $seed" $?
 done
-ids=$(python3 -c "import json,sys; print(' '.join(str(json.load(open(f'$W/seed_{s}.json'))['run']['run'])
-for s in sys.argv[1:]))" $SEEDS 2>/dev/null)
+tar czf "$OUT/i41_seeds.tgz" -C /tmp i41 l41 2>/dev/null
+[ "$PART" = 1 ] && exit 0
+fi
+ids=$(python3 -c "import glob, json, re; print(' '.join(str(json.load(open(p))['run']['run']) for p in sorted(
+  (p for p in glob.glob('$W/seed_*.json') if not p.endswith('.bundle.json')), key=lambda p: re.findall(r'seed_(\d+)', p)[0])))")
 set -- $ids
 prev=""
 for id in "$@" "$1"; do  # consecutive runs, and the last against the first: five pairs of five runs
@@ -37,9 +42,6 @@ for id in "$@" "$1"; do  # consecutive runs, and the last against the first: fiv
     > "$W/compare_${prev}_$id.txt" 2>&1
   prev=$id
 done
-tar czf "$OUT/i41_seeds.tgz" -C /tmp i41 l41 2>/dev/null
-[ "$PART" = 1 ] && exit 0
-fi
 timeout -k 10 150 $LB --replay "$W/seed_$first.bundle.json" --json "$W/replay_$first.json" > "$W/replay_$first.txt" 2>&1
 stamp "replay of seed $first" $?
 mkdir -p /tmp/c41 && cp submissions/triton_fp8.py /tmp/c41/triton_fp8.py
