@@ -97,6 +97,7 @@ class RunConfig:
     replay_notes: tuple[str, ...] = ()  # what the replay runs (bundle.replay_args)
     replayed: tuple[dict[str, Any], ...] = ()  # the bundle's result rows, compared with the replay's
     replayed_sha256: frozenset[str] = frozenset()  # the bundle's submissions' (any other file ran: a change)
+    replayed_names: tuple[tuple[str, str], ...] = ()  # (path run, the name the bundled run gave that file)
 
 
 @dataclasses.dataclass(frozen=True)

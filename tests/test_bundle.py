@@ -130,7 +130,7 @@ def _rows(d, **values):
 
 @pytest.mark.parametrize("edit, why", [
     (lambda d: _rows(d, submission="\x1b[2K\x1b[1Greplay: all the same"), "holds a control or formatting character"),
-    (lambda d: d["harness"].update(git_commit="abc\u202e"), "holds a control or formatting character"),
+    (lambda d: d["environment"].update(device="abc\u202e"), "holds a control or formatting character"),
     (lambda d: d["flags"].update(sandbox="off\x07"), "holds a control or formatting character"),
     (lambda d: d["submissions"][0].update(path="/tmp/a\x00b.py"), "holds a control or formatting character"),
     (lambda d: _rows(d, median_us=-1.0), "a result row is not one this harness writes"),
@@ -144,6 +144,10 @@ def _rows(d, **values):
     (lambda d: _rows(d, case="4×1k" + " " * 300), "a result row is not one this harness writes"),
     (lambda d: d["task"].pop("path"), "KeyError"),
     (lambda d: d["flags"].update(shape=["batchsize=1,qseqlen=1,kvseqlen=8"] * 65), "more than 64 --shape cases"),
+    (lambda d: d["flags"].update(shape=["batchsize=" + "9" * 5000]), "or one longer than 4096 characters"),
+    (lambda d: _rows(d, median_us=5e-324), "a result row is not one this harness writes"),
+    (lambda d: d["harness"].update(git_commit="fcd5b7c, this is fcd5b7c"), "its harness commit is not a git commit"),
+    (lambda d: d["submissions"][0].update(name="x" * 201), "a file entry is not a path, a sha256 and a text"),
 ])
 def test_a_bundle_that_is_not_one_this_harness_writes_is_one_line(tmp_path, edit, why):
     """Red-team: everything a bundle holds reaches the terminal, the run or the comparison: its strings
@@ -219,6 +223,9 @@ def test_a_replay_trusts_neither_the_bundles_intervals_nor_its_labels():
             "ci95_rel": 0.5}]
     (row,) = bundle.comparison(old, [{**old[0], "median_us": 145.0, "ci95_rel": 0.01}])
     assert row["mark"] == "slower"
+    from harness.report import compare_marks
+
+    assert compare_marks(5e-324, 0.01, 1e6, 0.01) == "slower" and compare_marks(0.1, 0, 2.0, 0) == "slower"
     rows = bundle.comparison([{**old[0], "ci95_rel": 0.01}] * 2,
                              [{**old[0], "ci95_rel": 0.01}, {**old[0], "case_ok": False, "ci95_rel": 0.01}])
     assert [(r["was"], r["now"]) for r in rows] == [("pass", "pass"), ("pass", "FAIL")]
@@ -361,6 +368,30 @@ def test_write_then_replay_gives_the_same_verdicts_and_a_changed_file_is_refused
     path.write_text("# another file at the recorded path\n")
     assert cli(tmp_path, "--replay", str(out)) == 2
     assert "replay refused: the submission" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_files_of_one_name_replay_from_the_bundles_copies_with_the_same_verdicts(tmp_path, capsys):
+    """Red-team pass 3: the replay's copies of a/x/f.py and b/x/f.py have other display names than the
+    bundled run gave them; rows pair by the bundled names, so an honest replay reads the same."""
+    paths = [tmp_path / "s" / side / "x" / "torch_batched.py" for side in ("a", "b")]
+    for path in paths:
+        path.parent.mkdir(parents=True)
+        shutil.copy(ROOT / "submissions" / "torch_batched.py", path)
+    out = tmp_path / "two.json"
+    assert cli(tmp_path, "--mode", "test", "--submission", str(paths[0]), "--submission", str(paths[1]),
+               "--bundle", str(out)) == 0
+    (tmp_path / "s").rename(tmp_path / "gone")
+    capsys.readouterr()
+    assert cli(tmp_path, "--replay", str(out)) == 0
+    err = capsys.readouterr().err
+    assert "2 from the bundle's copies" in err and "verdicts: all" in err and "changed" not in err
+
+
+def test_a_shape_with_a_5000_digit_number_is_one_line(tmp_path, capsys):
+    assert cli(tmp_path, "--mode", "test", "--shape", "batchsize=" + "9" * 5000 + ",qseqlen=1,kvseqlen=64") == 2
+    err = capsys.readouterr().err
+    assert "expected KEY=VALUE pairs" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("stop, code, line", [(KeyboardInterrupt, 130, "interrupted"),

@@ -220,7 +220,7 @@ def parse_shapes(texts: Sequence[str], problem) -> Optional[tuple[dict[str, Any]
     for i, text in enumerate(texts):
         try:
             case = yaml.safe_load("{" + text.replace("=", ": ") + "}")
-        except (yaml.YAMLError, RecursionError):  # (lists nested thousands deep)
+        except (yaml.YAMLError, RecursionError, ValueError):  # (lists nested thousands deep, 5,000-digit numbers)
             case = None
         if not isinstance(case, dict) or not case or "=" not in text or None in case.values():
             raise UsageError(f"--shape {text!r}: expected KEY=VALUE pairs separated by commas")

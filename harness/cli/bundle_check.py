@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Optional
@@ -30,6 +31,8 @@ MAX_BYTES = 64 << 20  # a bundle larger than this is refused unread
 MAX_SUBMISSIONS = 256
 MAX_SHAPES = 64   # --shape cases a bundle may ask for
 MAX_LABEL = 200   # characters of a result row's submission, case or kind (a label, not a page of text)
+MAX_SHAPE_TEXT = 4096  # characters of one --shape case (a ragged batch of 256 lengths fits)
+MIN_MEDIAN_US = 0.1  # below any median the harness writes (a bundle's claim under it is not one of its rows)
 REPLAYABLE_MODES = ("test", "benchmark", "leaderboard")  # the modes --bundle writes a bundle for
 _NUMBERS = ("median_us", "ci95_rel", "mean_us", "min_us", "max_us", "std_us")
 
@@ -90,12 +93,17 @@ def _malformed(bundle: dict[str, Any]) -> Optional[str]:
         return "its task files or result rows are not a list"
     for entry in (*files, *subs):
         if not (isinstance(entry, dict) and isinstance(entry["path"], str) and isinstance(entry["sha256"], str)
-                and isinstance(entry.get("text", entry.get("base64")), str)):
+                and isinstance(entry.get("text", entry.get("base64")), str)
+                and isinstance(entry.get("name", ""), str) and len(entry.get("name", "")) <= MAX_LABEL):
             return "a file entry is not a path, a sha256 and a text"
     paths = [entry["path"] for entry in files]
     unsafe = [p for p in paths if Path(p).is_absolute() or ".." in Path(p).parts]
-    if len(bundle["flags"].get("shape") or ()) > MAX_SHAPES:
-        return f"it asks for more than {MAX_SHAPES} --shape cases"
+    shapes = bundle["flags"].get("shape") or ()
+    if len(shapes) > MAX_SHAPES or any(len(str(shape)) > MAX_SHAPE_TEXT for shape in shapes):
+        return f"it asks for more than {MAX_SHAPES} --shape cases, or one longer than {MAX_SHAPE_TEXT} characters"
+    commit = bundle["harness"].get("git_commit")
+    if not (commit is None or re.fullmatch(r"([0-9a-f]{4,40}(\+dirty)?)?", str(commit))):
+        return "its harness commit is not a git commit"
     if unsafe or task["main"] not in paths or not isinstance(task["root"], str) or not isinstance(task["path"], str):
         return f"a task file's path is not one below the task's folder: {ascii((unsafe or [task['main']])[0])[:80]}"
     bad_row = next((row for row in rows if not _row_ok(row)), None)
@@ -115,6 +123,9 @@ def _row_ok(row: Any) -> bool:
         return False
     if not all(row.get(k) is None or (isinstance(row[k], str) and len(row[k]) <= MAX_LABEL)
                for k in ("submission", "kind", "case", "sha256")):
+        return False
+    if row.get("median_us") is not None and not (type(row["median_us"]) in (int, float)
+                                                 and row["median_us"] >= MIN_MEDIAN_US):
         return False
     return all(row.get(k) is None or (type(row[k]) in (int, float) and math.isfinite(row[k]) and row[k] >= 0)
                for k in _NUMBERS)

@@ -183,7 +183,7 @@ def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     command line's (harness/cli/bundle.py; BundleError where it cannot be read or a flag clashes), the
     database and the log folder defaulting to the results folder's (popcorn's form: ./results,
     kernelbot's own folder per submission), and a fresh random secret seed where none is given."""
-    values, notes, rows, shas = dict(vars(args)), [], (), frozenset()
+    values, notes, rows, shas, names = dict(vars(args)), [], (), frozenset(), ()
     if args.replay:
         from harness.cli import bundle
 
@@ -191,6 +191,8 @@ def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         overrides, notes = bundle.replay_args(replayed, args, bundle.workdir(), build_parser, local_tasks())
         values.update(overrides)
         rows, shas = tuple(replayed["results"]["rows"]), frozenset(s["sha256"] for s in replayed["submissions"])
+        names = tuple((str(Path(path).resolve()), entry.get("name") or Path(entry["path"]).name)
+                      for path, entry in zip(overrides["submission"], replayed["submissions"]))
     db, logs = values.pop("db"), values.pop("logs")
     if db is None or logs is None:
         folder = Path.cwd() / "results" if values["popcorn_mode"] is not None else results_folder()
@@ -199,7 +201,7 @@ def configuration(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     flags = {dest: tuple(value) if isinstance(value, list) else value for dest, value in values.items()}
     return RunConfig(**flags, db=db, logs=logs, private=private_paths(db, logs), task=str(task_path(task).resolve()),
                      seed=secrets.randbits(63) if seed is None else seed, argv=tuple(argv),
-                     replay_notes=tuple(notes), replayed=rows, replayed_sha256=shas)
+                     replay_notes=tuple(notes), replayed=rows, replayed_sha256=shas, replayed_names=names)
 
 
 def private_paths(db: str, logs: str) -> tuple[Path, ...]:

@@ -359,8 +359,11 @@ def _replay_verdict(config: RunConfig, results: list[SubmissionResult], problem:
     from harness.cli import bundle
     from harness import report
 
-    rows = bundle.comparison(config.replayed,
-                             report.export_rows(results, problem.label, bandwidth, problem.spec.ranking),
+    names = dict(config.replayed_names)  # (the replay's copies have other names: rows pair by the bundled one)
+    rename = {r.name: names.get(str(Path(r.path).resolve()), r.name) for r in results}
+    rows = bundle.comparison(config.replayed, [{**row, "submission": rename.get(row["submission"], row["submission"])}
+                                               for row in report.export_rows(results, problem.label, bandwidth,
+                                                                             problem.spec.ranking)],
                              config.replayed_sha256)
     report.console.print(report.replay_table(rows))
     line, same = bundle.summary(rows)

@@ -224,9 +224,9 @@ CASE_SPREAD_REL = 0.0034
 
 
 def _half_width(us: float, ci: Optional[float]) -> float:
-    """A median's relative 95% half-width for a comparison: its own interval and the spread between
-    processes, in quadrature."""
-    return math.hypot(ci or 0, 1.96 * math.hypot(CASE_SPREAD_US, CASE_SPREAD_REL * us) / us) if us > 0 else ci or 0
+    """A median's 95% half-width in µs for a comparison: its own interval (`ci`, relative) and the
+    spread between processes, in quadrature."""
+    return math.hypot((ci or 0) * us, 1.96 * math.hypot(CASE_SPREAD_US, CASE_SPREAD_REL * us))
 
 
 def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optional[float]) -> str:
@@ -234,8 +234,7 @@ def compare_marks(a_us: float, a_ci: Optional[float], b_us: float, b_ci: Optiona
     each widened by the spread between processes: `_half_width`; medians in µs) do not overlap; "same"
     when they overlap and both are informative, "too noisy" when one's own is wider than ±NOISY_CI."""
     half_a, half_b = _half_width(a_us, a_ci), _half_width(b_us, b_ci)
-    lo_a, hi_a = a_us * (1 - half_a), a_us * (1 + half_a)
-    lo_b, hi_b = b_us * (1 - half_b), b_us * (1 + half_b)
+    lo_a, hi_a, lo_b, hi_b = a_us - half_a, a_us + half_a, b_us - half_b, b_us + half_b
     if hi_b < lo_a:
         return "faster"
     if lo_b > hi_a:
