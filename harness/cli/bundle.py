@@ -155,14 +155,6 @@ def write(path: str | Path, bundle: dict[str, Any]) -> Path:
     return out
 
 
-def _differs(recorded: Path, entry: dict[str, Any]) -> Optional[str]:
-    """Why the file at `recorded` on this machine is not the bundle's copy, or None (also when absent)."""
-    why = same_file(recorded, unpacked(entry))
-    if why == "differs from the bundle's copy":
-        return f"{why} (sha256 {entry['sha256'][:12]} in the bundle)"
-    return why or None
-
-
 def materialize(bundle: dict[str, Any], workdir: Path,
                 tasks: Sequence[Path] = ()) -> tuple[list[Path], Path, list[str]]:
     """(submission paths, task path, notes) to replay `bundle` with: each submission at its recorded path
@@ -173,11 +165,11 @@ def materialize(bundle: dict[str, Any], workdir: Path,
     task = bundle["task"]
     root = Path(task["root"])
     for entry in task["files"]:
-        why = _differs(root / entry["path"], entry)
+        why = same_file(root / entry["path"], unpacked(entry))
         if why:
             raise BundleError(f"replay refused: the task file {root / entry['path']} {why}")
     for entry in bundle["submissions"]:
-        why = _differs(Path(entry["path"]), entry)
+        why = same_file(Path(entry["path"]), unpacked(entry))
         if why:
             raise BundleError(f"replay refused: the submission {entry['path']} {why}")
     recorded = root / task["main"]

@@ -156,19 +156,18 @@ def _edited(bundle: dict[str, Any]) -> Optional[str]:
 
 
 def same_file(path: Path, data: bytes) -> Optional[str]:
-    """Why the file at `path` is not `data` ("" if there is none, None if it is): read only where it is
-    a regular file of exactly that size, and no further (a /proc file reports size 0 and may never end)."""
+    """Why the file at `path` is not the bundle's copy `data`, or None (also when there is none): read
+    only where it is a regular file of exactly that size, and no further (a /proc file reports size 0
+    and may never end)."""
     why = regular_file(path)
-    if why is None and path.stat().st_size != len(data):
-        why = "differs from the bundle's copy"
     if why is None:
         try:
             with open(path, "rb", buffering=0, opener=_nonblocking) as handle:
-                here = handle.read(len(data) + 1)
+                same = os.fstat(handle.fileno()).st_size == len(data) and handle.read(len(data) + 1) == data
         except OSError as exc:
             return f"cannot be read here ({exc.strerror or exc})"
-        why = None if here == data else "differs from the bundle's copy"
-    return why
+        why = None if same else f"differs from the bundle's copy (sha256 {sha256(data)[:12]} in the bundle)"
+    return why or None
 
 
 def _nonblocking(path: str, flags: int) -> int:
