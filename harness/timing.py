@@ -26,6 +26,7 @@ class CallTiming:
                              # have waited for the call's launches inside the timed interval
     least_s: Optional[float] = None  # fenced: the parent's reading less its fastest null call, the
                                      # least the call took (device_s subtracts the median one)
+    calls: int = 1  # a burst (--energy): how many calls the worker says it ran back to back
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """The clock and throttle watch and the energy per call (issue 41), on the CPU with a fake NVML
 (sys.modules["pynvml"]) and a fake amdsmi: a case whose SM clock fell or that throttled is flagged,
 idle and clock settings are not, a run says in one line whether its clocks were steady, and energy
-comes from the counter's deltas, with the harness's own work subtracted, or "too short to measure"."""
+comes from the counter's change over a burst of calls back to back, or a note why not."""
 
 import dataclasses
 import sys
 import types
 
 import pytest
+from conftest import ROOT
 
 from harness.parent import gpuwatch
 from harness.parent.gpuwatch import EnergyBlock, Sample, Watch, energy_per_call, open_watch, run_line, summarize
@@ -170,28 +171,42 @@ def test_the_counter_period_is_measured_from_its_steps(nvml):
     assert watch.counter_period() == watch.counter_period(sleep=sleep)  # measured once per run
 
 
-def test_energy_per_call_is_the_calls_block_less_the_harness_block():
-    # 100 calls of 50 µs at 500 W over a 1 s block at 120 W otherwise; the harness block: 1 s - 5 ms at 120 W
-    calls = EnergyBlock(mj=(0.995 * 120 + 0.005 * 500) * 1e3, seconds=1.0)
-    harness = EnergyBlock(mj=0.995 * 120 * 1e3, seconds=0.995)
-    joules, bound, note = energy_per_call(calls, harness, 100, period=0.001)
-    assert joules == pytest.approx(0.005 * 500 / 100) and note == ""  # 25 mJ per call: the calls alone
-    assert bound == pytest.approx(2 * 0.1215 * 0.001 / 0.1, rel=0.01)  # one counter step at each block's end
-    short = energy_per_call(EnergyBlock(10.0, 0.05), harness, 10, period=0.02)
-    assert short[:2] == (None, None) and short[2].startswith("too short to measure: the timed calls took 50 ms")
-    noise = energy_per_call(calls, EnergyBlock(calls.mj - 1, 0.995), 100, period=0.05)
-    assert noise[0] is None and noise[2].startswith("below the counter's resolution")
+def test_energy_per_call_is_the_bursts_counter_change_per_call():
+    # 6,000 calls of 0.5 ms back to back over 3 s at 500 W: 0.25 J each
+    burst = EnergyBlock(mj=500 * 3.0 * 1e3, seconds=3.0)
+    joules, bound, note = energy_per_call(burst, 6000, period=0.1, ranked_s=0.0006)
+    assert joules == pytest.approx(0.25) and note == ""
+    assert bound == pytest.approx(2 * 500 * 0.1 / 6000)  # one counter step at each end, per call
+    short = energy_per_call(EnergyBlock(50.0, 0.5), 1000, period=0.1, ranked_s=0.0005)
+    assert short[:2] == (None, None) and short[2].startswith("too short to measure: the burst took 500 ms")
+    # a count (or cached work) the ranked calls do not stand behind: 3 s "holding" 60,000 calls of 1 ms
+    cached = energy_per_call(burst, 60000, period=0.1, ranked_s=0.001)
+    assert cached[:2] == (None, None) and cached[2].startswith("not measured: the burst's 60000 calls took 50.0 µs each, under 25% of")
+    still = energy_per_call(EnergyBlock(0.0, 3.0), 6000, period=0.1, ranked_s=0.0005)
+    assert still == (None, None, "not measured: the energy counter moved by 0 mJ over the burst")
+    assert energy_per_call(burst, 0, 0.1, 0.0005)[2] == "no calls in the burst"
 
 
-def test_paced_spreads_the_harness_work_over_the_calls_time():
-    now = [0.0]
-    starts = []
+def test_a_burst_is_sized_by_the_counters_period():
+    from harness.parent.energy import BURST_MAX_S, BURST_PERIODS, burst_seconds
 
-    def sleep(seconds):
-        now[0] += max(seconds, 1e-4)
+    assert burst_seconds(0.02) == pytest.approx(BURST_PERIODS * 0.02) and burst_seconds(1.0) == BURST_MAX_S
 
-    gpuwatch.paced(lambda: starts.append(now[0]), 4, 0.4, clock=lambda: now[0], sleep=sleep)
-    assert [round(t, 2) for t in starts] == [0.0, 0.1, 0.2, 0.3] and now[0] >= 0.4
+
+def test_the_workers_burst_counts_its_calls_and_returns_the_last_output():
+    """The worker's side (CPU): calls back to back until the burst's time is up, the last output
+    returned, device_s the mean wall time per call."""
+    from harness.worker.timer import CallTimer
+
+    seen = []
+
+    def kernel(data):
+        seen.append(data)
+        return len(seen)
+
+    out, timing = CallTimer("cpu", 0).diagnose(kernel, "inputs", "burst", 0.02)
+    assert timing["calls"] == len(seen) == out > 1 and set(seen) == {"inputs"}
+    assert timing["device_s"] == pytest.approx(0.02 / out, rel=0.5)
 
 
 def test_summarize_without_gauges_is_empty():
@@ -200,7 +215,7 @@ def test_summarize_without_gauges_is_empty():
 
 class FakeGpu:
     """A backend whose SM clock falls after `fall_after` samples and whose energy counter moves in
-    `step_s` steps at 100 W, plus 400 W more during each call (`call(seconds)`)."""
+    `step_s` steps at 100 W, plus 400 W more while calls run (`call(seconds)`)."""
 
     def __init__(self, fall_after=1, step_s=0.002):
         self.samples, self.fall_after, self.step_s = 0, fall_after, step_s
@@ -221,22 +236,27 @@ class FakeGpu:
         return {}
 
 
-def test_the_engine_flags_a_case_whose_clock_fell_and_measures_its_energy(problem):
-    """The engine's benchmark loop with a fake GPU: the watch's samples and warning land on the case;
-    --energy's block A (the calls, 0.5 ms each at 500 W) less block B (the harness alone) leaves the
-    calls' 0.25 J each, within the counter's bound."""
+def _fake_gpu_case(problem, gpu, burst_count=lambda seconds: round(seconds / 0.0005)):
+    """A benchmark case on the fake GPU: timed calls of 0.5 ms (2 ms of the harness's work around
+    each), and a burst whose calls run back to back at 0.5 ms each (`burst_count`: the count the
+    worker reports for a burst of that long)."""
     import time
 
     from conftest import gpu_case_inputs
 
     from harness.parent.case import PhaseClock
-    from harness.parent.engine import _benchmark_case
     from harness.timing import CallTiming
     from harness.task.verdict import Verdict
 
-    gpu = FakeGpu()
+    bursts = []
 
-    def call(timed, deadline):
+    def call(timed, deadline, method=None, burst_s=0.0):
+        if method == "burst":
+            time.sleep(burst_s)
+            gpu.call(burst_s)
+            bursts.append(burst_s)
+            count = burst_count(burst_s)
+            return Verdict(True, "matches"), CallTiming(burst_s / count, 0.0, 0.0, (), calls=count)
         time.sleep(0.002)  # the harness's work around the call, and the call
         if timed:
             gpu.call(0.0005)
@@ -244,10 +264,55 @@ def test_the_engine_flags_a_case_whose_clock_fell_and_measures_its_energy(proble
 
     inputs = gpu_case_inputs(problem.spec, call)
     inputs.ctx.watch, inputs.ctx.energy = Watch(gpu, "NVML"), True
-    inputs.clock, inputs.harness_only = PhaseClock({}), lambda seed: time.sleep(0.0008)
+    inputs.clock = PhaseClock({})
+    return inputs, bursts
+
+
+def test_the_engine_flags_a_case_whose_clock_fell_and_measures_its_energy(problem):
+    """The engine's benchmark loop with a fake GPU: the watch's samples and warning land on the case;
+    --energy's burst of calls back to back (0.5 ms each at 500 W) gives 0.25 J each, within the
+    counter's bound, and the timed calls are as many as without it."""
+    from harness.parent.energy import burst_seconds
+    from harness.parent.engine import _benchmark_case
+
+    gpu = FakeGpu()
+    inputs, bursts = _fake_gpu_case(problem, gpu)
     result = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
     assert result.ok and result.clocks["sm_mhz"] == [1980, 1500, 1500]
     assert "clocks: SM clock fell to 1500 MHz during the timed calls, 24% below 1980 MHz" in result.warnings
-    assert len(result.samples) > problem.spec.timing.max_runs  # the calls went on for the energy counter
+    assert len(result.samples) <= problem.spec.timing.max_runs
+    assert bursts == [pytest.approx(burst_seconds(inputs.ctx.watch.counter_period()))]
     assert result.energy_note == "" and result.energy_j == pytest.approx(0.25, abs=result.energy_err_j + 0.03)
     assert "energy" in inputs.clock.phases
+
+
+def test_a_burst_that_claims_more_calls_than_its_time_holds_gives_no_energy(problem):
+    """A worker that counts ten times the calls it ran (or answers them from a cache) would divide
+    the burst's energy by ten: under a quarter of the ranked median per call, no figure."""
+    from harness.parent.engine import _benchmark_case
+
+    inputs, _ = _fake_gpu_case(problem, FakeGpu(fall_after=99), burst_count=lambda seconds: round(seconds / 0.00005))
+    result = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
+    assert result.ok and result.energy_j is None and result.energy_note.startswith("not measured: the burst's ")
+
+
+@pytest.mark.slow  # a worker, two CPU cases
+def test_energy_bursts_run_in_a_real_worker_and_every_case_gets_a_figure(problem, cpu, tmp_path):
+    """--energy end to end on the CPU: the engine asks a real worker for a burst per benchmark case,
+    the worker counts its calls back to back, the parent judges the last output and divides the fake
+    counter's change (100 W) by the count."""
+    import dataclasses as dc
+
+    from harness.config import RunConfig, RunContext
+    from harness.parent.engine import evaluate
+    from harness.report import export_rows
+
+    spec = dc.replace(problem.spec, timing=dc.replace(problem.spec.timing, max_seconds=0.05, max_runs=5))
+    ctx = RunContext(dc.replace(problem, spec=spec), cpu, RunConfig(small=True, logs=str(tmp_path), energy=True),
+                     watch=Watch(FakeGpu(fall_after=99, step_s=0.005), "NVML"))
+    result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "benchmark")
+    assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
+    timed = [c for c in result.cases if c.kind == "benchmark"]
+    assert timed and all(c.energy_note == "" and c.energy_j > 0 for c in timed), [c.energy_note for c in timed]
+    rows = export_rows([result], lambda args: "c", None)
+    assert [r["energy_mj"] for r in rows if r["kind"] == "benchmark"] == [c.energy_j * 1e3 for c in timed]

@@ -103,8 +103,9 @@ def _add_timing_flags(p: argparse.ArgumentParser) -> None:
                         "every submission's speedup over it")
     p.add_argument("--energy", action="store_true",
                    help="benchmark or leaderboard mode on a GPU with an energy counter (NVML: pip install "
-                        "'mla-eval[gpu]'): joules per call per case, the calls alone (the harness's own work measured "
-                        "apart and subtracted); each case's timed calls then last at least 10 of the counter's steps")
+                        "'mla-eval[gpu]'): joules per call per case, from a burst of calls back to back after the "
+                        "timed ones (up to 3 s a case; no flush, refill or reference between them); a diagnostic "
+                        "that never ranks")
     p.add_argument("--diagnostics", action="store_true",
                    help="benchmark or leaderboard mode on a GPU: also time a few calls per case the competition's "
                         "way (its 62.5 GiB random fill, CUDA events, the mean: comp µs) and as isolated calls (wall "

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from harness.config import RunContext
-from harness.device import flush_bytes, synchronize
+from harness.device import synchronize
 from harness.parent.fence import first_input
 from harness.results import CaseResult
 from harness.parent.sandbox import OutputLayout, Sandbox
@@ -53,8 +53,6 @@ class CaseInputs:
         self.floor_s = ctx.floor_s(self.pristine)
         self.layout = ctx.problem.layout(self.pristine)
         self.fresh: Any = None  # new inputs not yet copied in (on the CPU: by the next call)
-        self.last: Optional[tuple[torch.Tensor, Any]] = None  # --energy: the last passing output, its expected one
-        self._scratch: Any = None  # harness_only's private copy of the inputs and its flush buffer
 
     def share(self, box: Sandbox) -> None:
         """Copy the inputs into memory shared with the worker (it keeps it; refills happen in place)."""
@@ -87,9 +85,11 @@ class CaseInputs:
         self.fresh = None
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
-             method: Optional[str] = None, watch_s: Optional[float] = None) -> tuple[Verdict, CallTiming]:
+             method: Optional[str] = None, watch_s: Optional[float] = None,
+             burst_s: float = 0.0) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
-        call (--diagnostics), its output judged, its time the worker's and not held to the floor.
+        call (--diagnostics; --energy's "burst" of calls for `burst_s`), its output judged, its time the
+        worker's and not held to the floor.
         `watch_s`: a fenced timed call whose DONE the fence's watcher checks, waiting for it at most that
         long (a check, not a sample)."""
         # (a call that fails before its refill leaves the inputs pending for the next call)
@@ -110,7 +110,7 @@ class CaseInputs:
             phase = "calls" if timed and not method else "untimed calls"
             output, timing = self.clock.timed(phase, self.box.call, timed=timed, timeout=timeout, mark=mark,
                                               refill=self._copy_in if self.fresh is not None else None,
-                                              **({"method": method} if method else {}))
+                                              **({"method": method, "burst_s": burst_s} if method else {}))
         if method:
             timed = False  # (a diagnostic: no timed device time, no floor, not the last timed output)
         if timed:
@@ -123,37 +123,11 @@ class CaseInputs:
             return Verdict(False, layout_problem(output, shape, dtype, self.ctx.device.torch_device)), timing
         verdict = self.clock.timed("check", judge, output, shape, dtype, self.ctx.device.torch_device, self.pristine,
                                    self.data, lambda out: problem.check(out, self.expected))
-        if verdict.ok and timed and self.ctx.energy:  # (--energy only: its expected paths hold the inputs)
-            self.last = (output, self.expected)
         if verdict.ok and not method:
             issue = timing_problem(timing, self.floor_s if timed else None)
             if issue:
                 verdict = Verdict(False, issue)
         return verdict, timing
-
-    def harness_only(self, seed: int) -> None:
-        """The parent's own work of one timed call, without the call (block B of --energy,
-        harness/parent/gpuwatch.py): new inputs made and copied into a private copy of the shared ones, the L2
-        flushed as before a call, their expected output, and the last passing output checked again."""
-        ctx, problem = self.ctx, self.ctx.problem
-        if self._scratch is None:
-            size = flush_bytes(ctx.device.l2_bytes) if ctx.device.is_gpu else 0
-            self._scratch = (clone_tree(self.data), torch.zeros(size // 4, dtype=torch.float32,
-                                                             device=ctx.device.torch_device) if size else None)
-        private, flush = self._scratch
-        fresh = problem.generate(self.case.args, seed, ctx.device.torch_device)
-        for (_, dst), (_, src) in zip(tensors(private), tensors(fresh)):
-            dst.copy_(src)
-        if flush is not None:
-            flush.zero_()
-            flush.sum()
-        problem.expected(fresh)
-        if self.last is not None:
-            output, expected = self.last
-            shape, dtype = self.layout
-            judge(output, shape, dtype, ctx.device.torch_device, private, private,
-                  lambda out: problem.check(out, expected))
-        synchronize(ctx.device)
 
 
 def layout_problem(output: OutputLayout, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> str:

@@ -1,16 +1,19 @@
-"""Energy per call from the GPU's energy counter (--energy): the counter's change over the timed
-calls less its change over the harness's own per-call work, paced alike, per call."""
+"""Energy per call from the GPU's energy counter (--energy): the counter's change over a burst of the
+case's calls run back to back, per call (harness/parent/gpuwatch.py says how and why)."""
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from typing import Callable, Optional
+from typing import Optional
 
-MIN_PERIODS = 10  # the timed block must span at least this many counter steps
+BURST_PERIODS = 30   # a burst spans this many of the counter's steps (so its ± is at most 2/30 of it)...
+BURST_MAX_S = 3.0    # ...but lasts no longer than this
+BURST_MIN_PERIODS = 10  # a burst shorter than this many steps (too little time left) gives no figure
+BURST_FLOOR = 0.25   # a burst whose calls each took under this share of the ranked median gives no figure
 
-ENERGY_METHOD = ("J per call = (counter over the timed calls - counter over the harness's own per-call work "
-                 "without the calls, paced alike) / calls; ± one counter step per block end")
+ENERGY_METHOD = ("J per call = the GPU's energy counter over a burst of the case's calls back to back (the "
+                 "worker's calls on the case's last inputs, no flush, busy work, refill or reference between "
+                 "them; the last output checked) / the calls; ± one counter step at each end of the burst")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,36 +34,28 @@ class EnergyBlock:
         return EnergyBlock(end.mj - start.mj, end.t - start.t)
 
 
-def energy_per_call(calls: EnergyBlock, harness: EnergyBlock, n: int,
-                    period: float) -> tuple[Optional[float], Optional[float], str]:
-    """(joules per call, its ± bound, note) from block A (`calls`: the timed calls with the harness's
-    work around them) and block B (`harness`: the same work without the calls), n calls. Each block's
-    change may be off by what the GPU drew in one counter step (`period`), hence the bound; a block
-    A shorter than MIN_PERIODS steps, or a difference inside the bound, gives no figure, only a note."""
-    if n < 1 or calls.seconds <= 0:
-        return None, None, "no timed calls"
-    if calls.seconds < MIN_PERIODS * period:
-        return None, None, (f"too short to measure: the timed calls took {calls.seconds * 1e3:.0f} ms, the energy "
-                            f"counter moves every {period * 1e3:.0f} ms (at least {MIN_PERIODS} steps needed)")
-    watts = max(calls.mj / calls.seconds, harness.mj / harness.seconds if harness.seconds > 0 else 0.0) / 1e3
-    per_call = (calls.mj - harness.mj) / 1e3 / n
-    bound = 2 * watts * period / n
-    if per_call <= bound:
-        return None, None, (f"below the counter's resolution: {per_call * 1e3:.3f} ± {bound * 1e3:.3f} mJ per call")
-    return per_call, bound, ""
+def burst_seconds(period: float) -> float:
+    """How long a case's burst runs for a counter that moves every `period` seconds."""
+    return min(BURST_PERIODS * period, BURST_MAX_S)
 
 
-def paced(step: Callable[[], None], n: int, seconds: float, clock: Callable[[], float] = time.perf_counter,
-          sleep: Callable[[float], None] = time.sleep) -> None:
-    """`step()` n times spread evenly over `seconds` (each at the start of its slot; the GPU idles
-    between them as it did between the timed calls), then idle to the end of `seconds`."""
-    start = clock()
-    for i in range(n):
-        _wait_until(start + i * seconds / n, clock, sleep)
-        step()
-    _wait_until(start + seconds, clock, sleep)
-
-
-def _wait_until(deadline: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
-    while (left := deadline - clock()) > 0:
-        sleep(left - 0.001 if left > 0.002 else 0)  # sleep most of the way, spin the last millisecond
+def energy_per_call(burst: EnergyBlock, calls: int, period: float,
+                    ranked_s: float) -> tuple[Optional[float], Optional[float], str]:
+    """(joules per call, its ± bound, note) from the counter's change over a burst of `calls` calls.
+    The reading at each end of the burst may lag by one counter step (`period`) at the burst's mean
+    power, hence the bound. No figure, only a note, for a burst shorter than BURST_MIN_PERIODS steps,
+    one whose calls (by the worker's count) took under BURST_FLOOR of the ranked median `ranked_s`
+    each (a count or work the ranked calls do not stand behind), or a counter that did not move."""
+    if calls < 1 or burst.seconds <= 0:
+        return None, None, "no calls in the burst"
+    if burst.seconds < BURST_MIN_PERIODS * period:
+        return None, None, (f"too short to measure: the burst took {burst.seconds * 1e3:.0f} ms, the energy counter "
+                            f"moves every {period * 1e3:.0f} ms (at least {BURST_MIN_PERIODS} steps needed)")
+    each = burst.seconds / calls
+    if ranked_s > 0 and each < BURST_FLOOR * ranked_s:
+        return None, None, (f"not measured: the burst's {calls} calls took {each * 1e6:,.1f} µs each, under "
+                            f"{BURST_FLOOR:.0%} of the ranked median {ranked_s * 1e6:,.1f} µs")
+    if burst.mj <= 0:
+        return None, None, f"not measured: the energy counter moved by {burst.mj:,.0f} mJ over the burst"
+    per_call = burst.mj / 1e3 / calls
+    return per_call, 2 * per_call * period / burst.seconds, ""  # (relative: 2 steps of the burst's time)

@@ -20,7 +20,7 @@ from harness.parent import audit
 from harness.config import RunContext
 from harness.parent.case import CaseInputs, PhaseClock, TimedCalls, case_result, fence_figures, with_calibration
 from harness.device import release_cached
-from harness.parent.energy import MIN_PERIODS, EnergyBlock, energy_per_call, paced
+from harness.parent.energy import EnergyBlock, burst_seconds, energy_per_call
 from harness.parent.launch import WorkerProcess, log_path
 from harness.results import CaseResult, SubmissionResult
 from harness.parent.sandbox import Sandbox, WorkerFailure
@@ -217,39 +217,33 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     if failed:
         return case_result(case, False, failed)
     watch = ctx.watch if ctx.watch is not None and ctx.watch.available else None
-    meter = watch if ctx.energy and watch is not None and watch.energy() is not None else None
-    # --energy: the timed calls go on until they span enough of the energy counter's steps (in the budget)
-    energy_s = min(1.2 * MIN_PERIODS * meter.counter_period(), timing.max_seconds) if meter else 0.0
     calls = TimedCalls(inputs, ctx.timed_seeds(case), deadline, progress, watch.case() if watch else None)
-    block_start = meter.energy() if meter else None
     start = time.monotonic()
     failed = calls.take(lambda: not should_stop(calls.device, time.monotonic() - start, timing.min_runs,
-                                                timing.max_runs, timing.max_seconds, timing.target_rel_ci)
-                        or time.monotonic() - start < energy_s)
+                                                timing.max_runs, timing.max_seconds, timing.target_rel_ci))
     issue = failed or calls.tail_issue()
     if issue and not failed and len(calls.device) < timing.max_runs:
         # A case's first calls can leave long synchronizes (H200, --budget 0.05: honest median tails
         # of 51-59 µs over 10 calls, 12-20 µs over 100): up to max_runs calls confirm a tail first.
         failed = calls.take(lambda: len(calls.device) < timing.max_runs and calls.room())
         issue = failed or calls.tail_issue()
-    block_end = meter.energy() if meter else None
-    metered = calls.device + calls.watched  # (the calls block A holds, watched ones too)
     elapsed = time.monotonic() - start
-    if not issue and calls.may_watch():  # (after the energy block: its calls are counted by their times)
+    if not issue and calls.may_watch():
         issue = calls.watch()
     clocks, clock_warnings = calls.gauges.finish() if calls.gauges else ({}, ())
     diagnostics: dict[str, Any] = {}
     if not issue and inputs.box.fence is not None:  # the worker's own events, beside the fenced number
         issue, calls.kernel = _method_calls(inputs, "events", calls.next_seed, deadline)
-    if ctx.diagnostics and not issue:  # (after the watch: the competition's fill is not the calls' power)
+    if ctx.diagnostics and not issue:
         issue, diagnostics = _diagnostics(inputs, calls.next_seed, deadline)
+    device = summarize(calls.device)
+    energy: dict[str, Any] = {}
+    if ctx.energy and watch is not None and watch.energy() is not None and not issue:
+        # (the CPU's ranked number is the parent's round trip, refill and messages included: no floor)
+        issue, energy = inputs.clock.timed("energy", _energy, inputs, watch,
+                                           device.median if ctx.device.is_gpu else 0.0, deadline)
     if issue:
         return case_result(case, False, issue, clocks=clocks, warnings=clock_warnings)
-    energy: dict[str, Any] = {}
-    if meter and block_start and block_end:
-        energy = inputs.clock.timed("energy", _energy, inputs, meter, EnergyBlock.between(block_start, block_end),
-                                    metered, calls.next_seed)
-    device = summarize(calls.device)
     return case_result(case, True, calls.matched, device=with_calibration(device, inputs), host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
                        kernel=summarize(calls.kernel) if calls.kernel else None, **fence_figures(inputs),
@@ -307,25 +301,21 @@ def _diagnostics(inputs: CaseInputs, next_seed: Callable[[], int],
     return None, {method: summarize(samples) for method, samples in found.items()}
 
 
-def _energy(inputs: CaseInputs, meter: Any, calls: EnergyBlock, device_times: list[float],
-            next_seed: Callable[[], int]) -> dict[str, Any]:
-    """--energy's figure for a case whose timed calls spanned `calls` (block A): block B, the harness's
-    own work of as many calls paced over A's time less the calls', then (A - B) / calls
-    (harness/parent/gpuwatch.py). CaseResult's energy fields."""
-    period, n = meter.counter_period(), len(device_times)
-    harness = EnergyBlock(0.0, 0.0)
-    if calls.seconds >= MIN_PERIODS * period:
-        rest = max(0.0, calls.seconds - sum(device_times))
-        first = meter.energy()
-        paced(lambda: inputs.harness_only(next_seed()), n, rest)
-        harness = EnergyBlock.between(first, meter.energy())
-        if harness.seconds > 1.25 * rest + period:
-            return {"energy_note": f"not measured: the harness's own work ({harness.seconds * 1e3:.0f} ms) outran the "
-                                   f"calls' rhythm ({rest * 1e3:.0f} ms)"}
-        if harness.seconds > rest > 0:  # a little late: its energy at its own mean power over the intended time
-            harness = EnergyBlock(harness.mj * rest / harness.seconds, rest)
-    joules, bound, note = energy_per_call(calls, harness, n, period)
-    return {"energy_j": joules, "energy_err_j": bound, "energy_note": note}
+def _energy(inputs: CaseInputs, meter: Any, ranked_s: float, deadline: float) -> tuple[Optional[str], dict[str, Any]]:
+    """--energy: the counter read around a burst of calls back to back on the case's last inputs, the
+    last output judged (harness/parent/gpuwatch.py); (the burst's failure or None, CaseResult's
+    energy fields)."""
+    period = meter.counter_period()
+    seconds = min(burst_seconds(period), deadline - time.monotonic() - 2 * period - 1)
+    if seconds <= 0:
+        return None, {"energy_note": "not measured: no time left in the case's budget for the burst"}
+    first = meter.energy()
+    verdict, timing = inputs.call(timed=True, deadline=deadline, method="burst", burst_s=seconds)
+    burst = EnergyBlock.between(first, meter.energy())
+    if not verdict.ok:
+        return f"energy burst of {timing.calls} calls: {verdict.reason} (--energy)", {}
+    joules, bound, note = energy_per_call(burst, timing.calls, period, ranked_s)
+    return None, {"energy_j": joules, "energy_err_j": bound, "energy_note": note}
 
 
 def _profile_case(inputs: CaseInputs) -> CaseResult:

@@ -13,19 +13,20 @@ power- or thermal-capped, which also catches a cap between samples). `run_line` 
 line: "clocks steady: SM a–b MHz, memory c MHz, max T °C, max P W", or which cases were not.
 
 Energy (--energy). NVML's total-energy counter (mJ) moves in steps (every few to ~100 ms, measured
-once per run: `counter_period`), too slowly to read around one call. It is read around a case's
-whole block of timed calls (block A) and around a block of the harness's own per-call work without
-the calls, paced to the same rhythm and as long as A less the calls' measured time (block B: new
-inputs made and copied in, the L2 flush, the expected output and the check; engine.py,
-`_Inputs.harness_only`; where it ends late, its energy is taken at its mean power over the
-intended time, and more than 25% late gives no figure). (A − B) / calls is the energy of the calls
-alone: their kernels at the power they drew, including the GPU's static power while they ran, not
-the harness's flush, refill,
-reference or check (what B does not repeat: the fence's hand-over, a few µs per call). Each block's
-reading may lag by one counter step at either end: that bound is shown as ±. A block shorter than
-MIN_PERIODS counter steps is "too short to measure" (under --energy the timed calls go on until the
-block is long enough, within the case's time budget). A submission can run work of its own while
-block B runs, so the figure is a diagnostic, like the worker's own timings: it never ranks.
+once per run: `counter_period`), too slowly to read around one call, and a fenced call costs
+milliseconds of the parent's refill, flush and census, so the timed calls are too sparse to meter.
+After a case's timed calls the parent reads the counter, asks the worker for a burst of calls back
+to back on the case's last inputs (harness/worker/timer.py, "burst": BURST_PERIODS counter steps, at
+most BURST_MAX_S), judges the burst's last output, and reads the counter again (engine.py,
+`_energy`). The change over the number of calls is the energy of a call run back to back: its kernels
+and launch gaps at the power the GPU drew, its static power included, with a warm L2 (no flush runs
+between the calls). The harness's own work stays out because none runs inside the burst: no flush,
+busy work, refill, reference or check between the calls; only the request and the reply, well under a
+millisecond of a burst of seconds. Each end's reading may lag by one counter step: that bound is shown
+as ±. The count of calls is the worker's, so the figure is a diagnostic, like the worker's own
+timings: it never ranks; a burst whose calls by that count took under BURST_FLOOR of the ranked
+median gives no figure (a count or work the ranked calls do not stand behind: results cached across
+the burst's calls, which share their inputs). ENERGY_METHOD says it in one line for the exports.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ import os
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from harness.parent.energy import (ENERGY_METHOD, MIN_PERIODS, EnergyBlock, EnergyReading,  # noqa: F401
-                            energy_per_call, paced)
+from harness.parent.energy import ENERGY_METHOD, EnergyBlock, EnergyReading, energy_per_call  # noqa: F401
 
 SAMPLE_EVERY_S = 0.1   # the least time between two samples while a case's timed calls run
 CLOCK_FALL = 0.05      # a clock more than 5% below the highest seen before it: flagged

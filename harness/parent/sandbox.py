@@ -150,7 +150,8 @@ class Sandbox:
         return shared_memory.rebuild(tree, [b for b, _ in pairs])
 
     def call(self, timed: bool, timeout: float, mark: Optional[str] = None,
-             refill: Optional[Callable[[], None]] = None, method: Optional[str] = None) -> tuple[Any, CallTiming]:
+             refill: Optional[Callable[[], None]] = None, method: Optional[str] = None,
+             burst_s: float = 0.0) -> tuple[Any, CallTiming]:
         """One call of custom_kernel on the inputs last shared. Returns the parent's own copy of the
         output (or, when the output did not fit the slot, a description of what was returned) and
         the worker's raw timing of the call.
@@ -160,7 +161,8 @@ class Sandbox:
         answer while the parent refilled them, before the clock (on the CPU the parent's clock is
         the time; on an NVIDIA GPU the profiler's audit counts such work; AMD GPUs have no audit).
         `method`: a diagnostic call timed the worker's other way (--diagnostics: "competition" or
-        "isolated", harness/worker/timer.py); its time is the worker's, on the CPU too."""
+        "isolated", harness/worker/timer.py; --energy: "burst", calls back to back for `burst_s`, counted
+        in the timing's `calls`); its time is the worker's, on the CPU too."""
         self._slot.fill_(0)  # a stale slot must not pass for this call's answer
         if self.device.is_gpu:
             torch.cuda.synchronize()  # nothing of the parent's may overlap the worker's call on the GPU
@@ -169,13 +171,14 @@ class Sandbox:
             refill()
             if self.device.is_gpu:  # (a fenced run's diagnostic call: the worker may start its kernels at once)
                 torch.cuda.synchronize()
-        self._send({"op": "call", "timed": bool(timed), "mark": mark, **({"method": method} if method else {})})
+        self._send({"op": "call", "timed": bool(timed), "mark": mark, **({"method": method} if method else {}),
+                    **({"seconds": burst_s} if burst_s else {})})
         reply = self._answer(timeout, "a call of custom_kernel", "output")
         round_trip = time.perf_counter() - start
         try:
             timing = CallTiming(_number(reply["device_s"]), _number(reply["host_s"]), _number(reply["tail_s"]),
                                 tuple(_text(r, 80) for r in list(reply["replaced"])[:10]),
-                                caught_up=reply.get("caught_up") is True)
+                                caught_up=reply.get("caught_up") is True, calls=_number(reply.get("calls", 1), count=True))
             layout = reply["layout"]
             described = OutputLayout(tuple(int(n) for n in list(layout["shape"])[:8]), _text(layout["dtype"], 40),
                                      _text(layout["device"], 20))
@@ -369,10 +372,12 @@ class OutputLayout(tuple):
     device = property(lambda self: self[2])
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def _number(value: Any, count: bool = False) -> Any:
+    """A finite number from a reply (`count`: a whole number of calls, at least one)."""
+    if isinstance(value, bool) or not isinstance(value, int if count else (int, float)) or not math.isfinite(value) \
+            or count and not 1 <= value <= 2**40:
         raise ValueError(value)
-    return float(value)
+    return value if count else float(value)
 
 
 # The kinds of failure a worker reports (harness/worker/loop.py). A failure's reason starts with

@@ -89,7 +89,7 @@ def main(channel: Channel, submission: str, device_type: str, l2_bytes: int) -> 
                         channel.send(pending())
             elif op == "call" and msg.get("method") in timer.DIAGNOSTIC_METHODS:
                 with _on_call_stream(flags):
-                    channel.send(_call(call, data, slot, timer, True, None, msg["method"]))
+                    channel.send(_call(call, data, slot, timer, True, None, msg["method"], msg.get("seconds")))
             elif op == "call":
                 with _on_call_stream(flags):
                     channel.send(_call(call, data, slot, timer, bool(msg.get("timed")), msg.get("mark")))
@@ -133,13 +133,15 @@ def _start(channel: Channel, submission: str, device_type: str, l2_bytes: int):
     return timer, flags, kernel
 
 
-def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any, method: Any = None) -> dict[str, Any]:
+def _call(call, data: Any, slot: Any, timer: Any, timed: bool, mark: Any, method: Any = None,
+          seconds: Any = None) -> dict[str, Any]:
     import torch
 
     if mark:
         torch.cuda.nvtx.range_push(str(mark))
     try:
-        out, timing = timer.diagnose(call, data, method) if method else timer(call, data, timed=timed)
+        out, timing = (timer.diagnose(call, data, method, float(seconds or 0.0)) if method
+                       else timer(call, data, timed=timed))
         problem = _hygiene(out, data)
         if problem:
             return {"op": "error", "kind": "bad output", "message": problem}

@@ -152,14 +152,18 @@ class CallTimer:
     # random fill torch.randn((16000, 1024, 1024)) as its L2 flush, CUDA events around the call; it
     # reports their mean), or isolated (the wall time of the call and a synchronize, the GPU idle before).
     # "events": the worker's own way, as an unfenced timed call (its flush, busy work hiding the
-    # launches, its events): the `events µs` beside a fenced run's ranked number.
-    DIAGNOSTIC_METHODS = ("competition", "isolated", "events")
+    # launches, its events): the `events µs` beside a fenced run's ranked number. "burst" (--energy): calls
+    # back to back on the same inputs for `seconds`, then one synchronize; the reply counts them.
+    DIAGNOSTIC_METHODS = ("competition", "isolated", "events", "burst")
     COMPETITION_FILL = 16000 * 1024 * 1024  # fp32 elements: 62.5 GiB
     FILL_SHARE = 0.6  # at most this share of the free GPU memory (a smaller GPU gets a smaller fill)
 
-    def diagnose(self, fn: Callable[[Any], Any], data: Any, method: str) -> tuple[Any, dict[str, Any]]:
+    def diagnose(self, fn: Callable[[Any], Any], data: Any, method: str,
+                 seconds: float = 0.0) -> tuple[Any, dict[str, Any]]:
         """One call of `fn` timed by `method` (DIAGNOSTIC_METHODS), as the reply's device_s (on the CPU:
-        the call's wall time either way)."""
+        the call's wall time either way); "burst": calls for `seconds`, device_s their mean wall time."""
+        if method == "burst":
+            return self._burst(fn, data, seconds)
         if not self.gpu:
             start = self._perf()
             out = fn(data)
@@ -190,6 +194,22 @@ class CallTimer:
             seconds = self._perf() - start
         return out, {"device_s": seconds, "host_s": 0.0, "tail_s": 0.0, "caught_up": False,
                      "replaced": list(self.replaced())}
+
+
+    def _burst(self, fn: Callable[[Any], Any], data: Any, seconds: float) -> tuple[Any, dict[str, Any]]:
+        if self.gpu:
+            self._sync()
+        start, calls = self._perf(), 0
+        while True:
+            out = fn(data)
+            calls += 1
+            if self._perf() - start >= seconds:
+                break
+        if self.gpu:
+            self._sync()
+        wall = self._perf() - start
+        return out, {"device_s": wall / calls, "host_s": 0.0, "tail_s": 0.0, "caught_up": False,
+                     "replaced": list(self.replaced()), "calls": calls}
 
 
 def persisting_l2_reset() -> Callable[[], Any] | None:
