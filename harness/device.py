@@ -58,7 +58,7 @@ def device_type(requested: str | None = None) -> str:
 
 def flush_bytes(l2_bytes: int) -> int:
     """The size of a buffer that leaves none of a call's data in an L2 cache of `l2_bytes` once it is
-    written and then read (the fence, --energy's harness-only block; the worker's timer, which
+    written and then read (the fence; the worker's timer, which
     imports nothing of the parent's, sizes its own the same way): twice the cache, at least 1 MiB,
     in whole float32 words."""
     return max(2 * l2_bytes, 1 << 20) // 4 * 4

@@ -43,7 +43,7 @@ class CaseResult:
                                     # below it is counted less the fastest null call instead)
     clocks: dict = dataclasses.field(default_factory=dict)  # the GPU's clocks, temperature, power and
                                     # throttling over the timed calls (harness/parent/gpuwatch.py; {} where not watched)
-    energy_j: Optional[float] = None  # --energy: joules per call, the calls alone (harness/parent/gpuwatch.py)
+    energy_j: Optional[float] = None  # --energy: joules per call, from a burst of calls back to back (harness/parent/gpuwatch.py)
     energy_err_j: Optional[float] = None  # its bound from the energy counter's update period (±)
     energy_note: str = ""           # why there is no energy figure ("too short to measure: ...")
     competition: Optional[Stats] = None  # --diagnostics: calls timed the competition's way (its mean is shown)

@@ -160,15 +160,23 @@ def test_amdsmi_is_read_where_present(monkeypatch):
 
 
 # ---------------------------------------------------------------- energy
-def test_the_counter_period_is_measured_from_its_steps(nvml):
-    fake = nvml(step_s=0.02)
+def test_the_counter_period_and_the_idle_power_are_measured_from_its_steps(nvml):
+    fake = nvml(step_s=0.02, watts=80.0)
     watch = open_watch("nvidia", True)
 
     def sleep(seconds):  # the fake's clock moves with the watch's polling (and the real clock, barely)
         fake.now += 0.001
 
     assert watch.counter_period(sleep=sleep, clock=lambda: fake.now) == pytest.approx(0.02, abs=0.0015)
+    assert watch.idle_watts() == pytest.approx(80.0, rel=0.02)
     assert watch.counter_period() == watch.counter_period(sleep=sleep)  # measured once per run
+
+
+def test_a_counter_that_does_not_move_gives_the_probes_length_and_no_idle_power():
+    from harness.parent.energy import probe_counter
+
+    now = [0.0]
+    assert probe_counter(lambda: 5.0, 0.1, lambda s: now.__setitem__(0, now[0] + 0.01), lambda: now[0]) == (0.1, None)
 
 
 def test_energy_per_call_is_the_bursts_counter_change_per_call():
@@ -183,7 +191,13 @@ def test_energy_per_call_is_the_bursts_counter_change_per_call():
     cached = energy_per_call(burst, 60000, period=0.1, ranked_s=0.001)
     assert cached[:2] == (None, None) and cached[2].startswith("not measured: the burst's 60000 calls took 50.0 µs each, under 25% of")
     still = energy_per_call(EnergyBlock(0.0, 3.0), 6000, period=0.1, ranked_s=0.0005)
-    assert still == (None, None, "not measured: the energy counter moved by 0 mJ over the burst")
+    assert still == (None, None, "not measured: the burst drew 0 W")
+    # a worker that idles through the burst and answers from a cache, its count under the floor's
+    idle = energy_per_call(EnergyBlock(75 * 3.0 * 1e3, 3.0), 6000, period=0.1, ranked_s=0.0006, idle_w=70.0)
+    assert idle == (None, None, "not measured: the burst drew 75 W, the idle GPU 70 W")
+    assert energy_per_call(burst, 6000, 0.1, 0.0006, idle_w=70.0)[2] == ""
+    # no ranked device time to hold the count to (a GPU's is never zero): no figure
+    assert energy_per_call(burst, 6000, 0.1, 0.0)[2].startswith("not measured: the burst's 6000 calls")
     assert energy_per_call(burst, 0, 0.1, 0.0005)[2] == "no calls in the burst"
 
 
@@ -220,6 +234,11 @@ class FakeGpu:
     def __init__(self, fall_after=1, step_s=0.002):
         self.samples, self.fall_after, self.step_s = 0, fall_after, step_s
         self.start, self.call_mj = gpuwatch.time.perf_counter(), 0.0
+        self.awake_w, self.awake_from, self.broken = 0.0, 0.0, False  # (`wake`, and a counter that stops answering)
+
+    def wake(self, watts):
+        """From now on the GPU draws `watts` more (out of its idle state)."""
+        self.awake_w, self.awake_from = watts, gpuwatch.time.perf_counter() - self.start
 
     def sample(self):
         self.samples += 1
@@ -229,14 +248,16 @@ class FakeGpu:
         self.call_mj += 400 * seconds * 1e3
 
     def energy_mj(self):
-        elapsed = gpuwatch.time.perf_counter() - self.start
-        return 100 * (elapsed // self.step_s * self.step_s) * 1e3 + self.call_mj
+        if self.broken:
+            return None
+        stepped = (gpuwatch.time.perf_counter() - self.start) // self.step_s * self.step_s
+        return (100 * stepped + self.awake_w * max(0.0, stepped - self.awake_from)) * 1e3 + self.call_mj
 
     def facts(self):
         return {}
 
 
-def _fake_gpu_case(problem, gpu, burst_count=lambda seconds: round(seconds / 0.0005)):
+def _fake_gpu_case(problem, gpu, burst_count=lambda seconds: round(seconds / 0.0005), after_burst=lambda: None):
     """A benchmark case on the fake GPU: timed calls of 0.5 ms (2 ms of the harness's work around
     each), and a burst whose calls run back to back at 0.5 ms each (`burst_count`: the count the
     worker reports for a burst of that long)."""
@@ -250,11 +271,13 @@ def _fake_gpu_case(problem, gpu, burst_count=lambda seconds: round(seconds / 0.0
 
     bursts = []
 
-    def call(timed, deadline, method=None, burst_s=0.0):
+    def call(timed, deadline, method=None, burst_s=0.0, replied=None):
         if method == "burst":
             time.sleep(burst_s)
             gpu.call(burst_s)
             bursts.append(burst_s)
+            after_burst()
+            replied()
             count = burst_count(burst_s)
             return Verdict(True, "matches"), CallTiming(burst_s / count, 0.0, 0.0, (), calls=count)
         time.sleep(0.002)  # the harness's work around the call, and the call
@@ -300,7 +323,7 @@ def test_a_burst_that_claims_more_calls_than_its_time_holds_gives_no_energy(prob
 def test_energy_bursts_run_in_a_real_worker_and_every_case_gets_a_figure(problem, cpu, tmp_path):
     """--energy end to end on the CPU: the engine asks a real worker for a burst per benchmark case,
     the worker counts its calls back to back, the parent judges the last output and divides the fake
-    counter's change (100 W) by the count."""
+    counter's change (400 W once awake, 100 W idle) by the count."""
     import dataclasses as dc
 
     from harness.config import RunConfig, RunContext
@@ -310,9 +333,30 @@ def test_energy_bursts_run_in_a_real_worker_and_every_case_gets_a_figure(problem
     spec = dc.replace(problem.spec, timing=dc.replace(problem.spec.timing, max_seconds=0.05, max_runs=5))
     ctx = RunContext(dc.replace(problem, spec=spec), cpu, RunConfig(small=True, logs=str(tmp_path), energy=True),
                      watch=Watch(FakeGpu(fall_after=99, step_s=0.005), "NVML"))
+    ctx.watch.counter_period()  # (as the run's start does: the idle GPU, 100 W)
+    ctx.watch.backend.wake(300.0)
     result = evaluate(ROOT / "submissions" / "torch_batched.py", ctx, "benchmark")
     assert result.ok, result.error or [c.reason for c in result.cases if not c.ok]
     timed = [c for c in result.cases if c.kind == "benchmark"]
     assert timed and all(c.energy_note == "" and c.energy_j > 0 for c in timed), [c.energy_note for c in timed]
     rows = export_rows([result], lambda args: "c", None)
     assert [r["energy_mj"] for r in rows if r["kind"] == "benchmark"] == [c.energy_j * 1e3 for c in timed]
+
+
+def test_a_counter_that_stops_answering_gives_a_note_not_a_lost_result(problem):
+    from harness.parent.engine import _benchmark_case
+
+    gpu = FakeGpu(fall_after=99)
+    inputs, _ = _fake_gpu_case(problem, gpu, after_burst=lambda: setattr(gpu, "broken", True))
+    result = _benchmark_case(inputs, "bf16", lambda *a, **k: None)
+    assert result.ok and result.energy_j is None and result.energy_note == "not measured: the energy counter did not answer"
+
+
+def test_energy_needs_a_gpu_per_evaluator():
+    from harness.cli.run_parallel import pool_plan
+    from harness.config import RunConfig, UsageError
+
+    two = type("Device", (), {"is_gpu": True, "count": 2})()
+    assert pool_plan(RunConfig(energy=True, gpus="2", workers=2), two) == (2, 2)
+    with pytest.raises(UsageError, match="--energy: 4 evaluators would share 2 GPU"):
+        pool_plan(RunConfig(energy=True, gpus="2", workers=4), two)

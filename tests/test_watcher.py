@@ -218,7 +218,7 @@ def timed_calls(inputs):
 
 def test_watched_calls_are_drawn_in_secret_judged_and_never_timed(monkeypatch):
     """About one call in WATCH_ONE_IN is watched, by the secrets module's draw: judged like the others,
-    its time kept out of the samples (and kept for --energy, which meters every call); a watched call
+    its time kept out of the samples (and kept apart); a watched call
     that fails names itself. The watcher waits for DONE a bounded time: WATCH_FIRST_S before any call
     was timed, then WATCH_BOUND times the slowest call so far, at least WATCH_MIN_S."""
     from harness.parent import case

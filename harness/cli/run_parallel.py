@@ -34,6 +34,9 @@ def pool_plan(config: RunConfig, device) -> tuple[int, int]:
     workers = config.workers if config.workers is not None else max(gpus, 1)
     if workers < 1:
         raise UsageError("--workers must be at least 1")
+    if gpus and workers > gpus and config.energy and config.backend != "ray":
+        raise UsageError(f"--energy: {workers} evaluators would share {gpus} GPU(s), and a GPU's energy counter "
+                         "counts all of their work: give --workers no more than --gpus")
     return gpus, workers
 
 

@@ -86,10 +86,11 @@ class CaseInputs:
 
     def call(self, timed: bool, deadline: float, mark: Optional[str] = None,
              method: Optional[str] = None, watch_s: Optional[float] = None,
-             burst_s: float = 0.0) -> tuple[Verdict, CallTiming]:
+             burst_s: float = 0.0, replied: Optional[Callable[[], Any]] = None) -> tuple[Verdict, CallTiming]:
         """One call, judged: the output's verdict, then the timing's integrity. `method`: a diagnostic
-        call (--diagnostics; --energy's "burst" of calls for `burst_s`), its output judged, its time the
-        worker's and not held to the floor.
+        call (--diagnostics; --energy's "burst" of calls for `burst_s`, `replied()` run as soon as
+        the worker answered, before the judging), its output judged, its time the worker's and not held
+        to the floor.
         `watch_s`: a fenced timed call whose DONE the fence's watcher checks, waiting for it at most that
         long (a check, not a sample)."""
         # (a call that fails before its refill leaves the inputs pending for the next call)
@@ -111,6 +112,8 @@ class CaseInputs:
             output, timing = self.clock.timed(phase, self.box.call, timed=timed, timeout=timeout, mark=mark,
                                               refill=self._copy_in if self.fresh is not None else None,
                                               **({"method": method, "burst_s": burst_s} if method else {}))
+            if replied is not None:
+                replied()
         if method:
             timed = False  # (a diagnostic: no timed device time, no floor, not the last timed output)
         if timed:
@@ -199,7 +202,7 @@ class TimedCalls:
     per call the ranked time, the host's launch time, the sync tail, whether the GPU waited for its
     launches, and (fenced) the worker's own events, a diagnostic beside the ranked time; `watched`
     holds the parent's times of the calls checked by the fence's watcher instead of timed (not
-    samples; --energy counts them among the calls it meters)."""
+    samples)."""
 
     def __init__(self, inputs: CaseInputs, next_seed: Callable[[], int], deadline: float, progress: Callable[..., None],
                  gauges: Any):

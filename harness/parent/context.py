@@ -36,7 +36,10 @@ def run_context(config: RunConfig) -> RunContext:
 def _watch(config: RunConfig, device: Any) -> Any:
     """The GPU's gauges around benchmark cases (harness/parent/gpuwatch.py), for timed modes on a GPU."""
     timed = config.mode in ("benchmark", "leaderboard")
-    return open_watch(device.vendor, device.is_gpu) if timed else None
+    watch = open_watch(device.vendor, device.is_gpu) if timed else None
+    if config.energy and watch is not None and watch.available and watch.energy() is not None:
+        watch.counter_period()  # (--energy: now, before any worker runs, so its watts are the idle GPU's)
+    return watch
 
 
 def fence_plan(config: RunConfig) -> str:

@@ -20,7 +20,7 @@ from harness.parent import audit
 from harness.config import RunContext
 from harness.parent.case import CaseInputs, PhaseClock, TimedCalls, case_result, fence_figures, with_calibration
 from harness.device import release_cached
-from harness.parent.energy import EnergyBlock, burst_seconds, energy_per_call
+from harness.parent.energy import BURST_MIN_PERIODS, EnergyBlock, burst_seconds, energy_per_call
 from harness.parent.launch import WorkerProcess, log_path
 from harness.results import CaseResult, SubmissionResult
 from harness.parent.sandbox import Sandbox, WorkerFailure
@@ -241,7 +241,7 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
     if ctx.energy and watch is not None and watch.energy() is not None and not issue:
         # (the CPU's ranked number is the parent's round trip, refill and messages included: no floor)
         issue, energy = inputs.clock.timed("energy", _energy, inputs, watch,
-                                           device.median if ctx.device.is_gpu else 0.0, deadline)
+                                           device.median if ctx.device.is_gpu else None, deadline)
     if issue:
         return case_result(case, False, issue, clocks=clocks, warnings=clock_warnings)
     return case_result(case, True, calls.matched, device=with_calibration(device, inputs), host=summarize(calls.host),
@@ -301,20 +301,25 @@ def _diagnostics(inputs: CaseInputs, next_seed: Callable[[], int],
     return None, {method: summarize(samples) for method, samples in found.items()}
 
 
-def _energy(inputs: CaseInputs, meter: Any, ranked_s: float, deadline: float) -> tuple[Optional[str], dict[str, Any]]:
+def _energy(inputs: CaseInputs, meter: Any, ranked_s: Optional[float],
+            deadline: float) -> tuple[Optional[str], dict[str, Any]]:
     """--energy: the counter read around a burst of calls back to back on the case's last inputs, the
-    last output judged (harness/parent/gpuwatch.py); (the burst's failure or None, CaseResult's
-    energy fields)."""
+    last output judged (harness/parent/gpuwatch.py); (the burst's failure or None, CaseResult's energy
+    fields)."""
     period = meter.counter_period()
     seconds = min(burst_seconds(period), deadline - time.monotonic() - 2 * period - 1)
-    if seconds <= 0:
-        return None, {"energy_note": "not measured: no time left in the case's budget for the burst"}
-    first = meter.energy()
-    verdict, timing = inputs.call(timed=True, deadline=deadline, method="burst", burst_s=seconds)
-    burst = EnergyBlock.between(first, meter.energy())
+    if seconds < BURST_MIN_PERIODS * period:
+        return None, {"energy_note": f"not measured: the energy counter moves every {period * 1e3:.0f} ms, too "
+                                     f"seldom for a burst of at most {seconds:.1f} s"}
+    readings = [meter.energy()]
+    verdict, timing = inputs.call(timed=True, deadline=deadline, method="burst", burst_s=seconds,
+                                  replied=lambda: readings.append(meter.energy()))
     if not verdict.ok:
         return f"energy burst of {timing.calls} calls: {verdict.reason} (--energy)", {}
-    joules, bound, note = energy_per_call(burst, timing.calls, period, ranked_s)
+    if None in readings:
+        return None, {"energy_note": "not measured: the energy counter did not answer"}
+    joules, bound, note = energy_per_call(EnergyBlock.between(*readings), timing.calls, period, ranked_s,
+                                          meter.idle_watts())
     return None, {"energy_j": joules, "energy_err_j": bound, "energy_note": note}
 
 

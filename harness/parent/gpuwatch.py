@@ -12,21 +12,26 @@ hardware slowdown, power brake), at a sample or through NVML's violation counter
 power- or thermal-capped, which also catches a cap between samples). `run_line` sums a run up in one
 line: "clocks steady: SM a–b MHz, memory c MHz, max T °C, max P W", or which cases were not.
 
-Energy (--energy). NVML's total-energy counter (mJ) moves in steps (every few to ~100 ms, measured
-once per run: `counter_period`), too slowly to read around one call, and a fenced call costs
-milliseconds of the parent's refill, flush and census, so the timed calls are too sparse to meter.
-After a case's timed calls the parent reads the counter, asks the worker for a burst of calls back
-to back on the case's last inputs (harness/worker/timer.py, "burst": BURST_PERIODS counter steps, at
-most BURST_MAX_S), judges the burst's last output, and reads the counter again (engine.py,
-`_energy`). The change over the number of calls is the energy of a call run back to back: its kernels
-and launch gaps at the power the GPU drew, its static power included, with a warm L2 (no flush runs
-between the calls). The harness's own work stays out because none runs inside the burst: no flush,
-busy work, refill, reference or check between the calls; only the request and the reply, well under a
-millisecond of a burst of seconds. Each end's reading may lag by one counter step: that bound is shown
-as ±. The count of calls is the worker's, so the figure is a diagnostic, like the worker's own
-timings: it never ranks; a burst whose calls by that count took under BURST_FLOOR of the ranked
-median gives no figure (a count or work the ranked calls do not stand behind: results cached across
-the burst's calls, which share their inputs). ENERGY_METHOD says it in one line for the exports.
+Energy (--energy). NVML's total-energy counter (mJ) moves in steps (every few to ~100 ms), too
+slowly to read around one call, and a fenced call costs milliseconds of the parent's refill, flush
+and census, so the timed calls are too sparse to meter. At the run's start, before any worker, the
+counter is watched for its period and the idle GPU's power (`counter_period`, `idle_watts`). After a
+case's timed calls the parent reads the counter, asks the worker for a burst of calls back to back on
+the case's last inputs (harness/worker/timer.py, "burst": BURST_PERIODS counter steps, at most
+BURST_MAX_S), reads the counter again as soon as the worker answers, then judges the burst's last
+output (engine.py, `_energy`). The change over the worker's count of calls is the energy of a call
+run back to back: its kernels and launch gaps at the power the GPU drew, its static power included,
+with a warm L2 (no flush runs between the calls). The harness's own work stays out because none runs
+inside the burst: no flush, busy work, refill, reference or check between the calls; what the span
+holds besides them is the request, the slot's reset and the output's copy into it, and the reply,
+well under a millisecond of a burst of seconds. Each end's reading may lag by one counter step: that
+bound is shown as ±. The count and the work are the worker's: the parent checks only the last output,
+that the count does not put a call under BURST_FLOOR of the ranked median, and that the burst drew
+more than IDLE_MARGIN times the idle GPU. A worker that answers the burst's repeated inputs from a
+cache while burning power, or miscounts within those bounds, can still show a lower figure, so it is
+a diagnostic, like the worker's own timings: it never ranks. A GPU's counter counts all of its work,
+so --energy refuses evaluators that share a GPU (harness/cli/run_parallel.py). ENERGY_METHOD says it
+in one line for the exports.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import os
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from harness.parent.energy import ENERGY_METHOD, EnergyBlock, EnergyReading, energy_per_call  # noqa: F401
+from harness.parent.energy import ENERGY_METHOD, EnergyBlock, EnergyReading, energy_per_call, probe_counter  # noqa: F401
 
 SAMPLE_EVERY_S = 0.1   # the least time between two samples while a case's timed calls run
 CLOCK_FALL = 0.05      # a clock more than 5% below the highest seen before it: flagged
@@ -256,7 +261,7 @@ class Watch:
     def __init__(self, backend: Any, note: str):
         self.backend, self.note = backend, note
         self.run_max: dict[str, float] = {}  # the highest SM / memory clock seen in the run so far
-        self._period: Optional[float] = None
+        self._probe: Optional[tuple[float, Optional[float]]] = None  # (counter period s, idle W)
 
     @property
     def available(self) -> bool:
@@ -277,20 +282,16 @@ class Watch:
 
     def counter_period(self, probe_s: float = PERIOD_PROBE_S, sleep: Callable[[float], None] = time.sleep,
                        clock: Callable[[], float] = time.perf_counter) -> float:
-        """How often the energy counter moves, in seconds: the time between two of its changes,
-        watched once per run for at most `probe_s` (that long when it moved less than twice)."""
-        if self._period is None:
-            first = self.backend.energy_mj()
-            changes: list[float] = []
-            start = clock()
-            while len(changes) < 2 and clock() - start < probe_s:
-                sleep(0.0005)
-                now = self.backend.energy_mj()
-                if now != first:
-                    changes.append(clock())
-                    first = now
-            self._period = changes[1] - changes[0] if len(changes) == 2 else probe_s
-        return self._period
+        """How often the energy counter moves, in seconds (energy.py, `probe_counter`: once per run,
+        at its start where --energy is asked for, for at most `probe_s`)."""
+        if self._probe is None:
+            self._probe = probe_counter(self.backend.energy_mj, probe_s, sleep, clock)
+        return self._probe[0]
+
+    def idle_watts(self) -> Optional[float]:
+        """What the GPU drew while the counter's period was measured (None where it did not move)."""
+        self.counter_period()
+        return self._probe[1]
 
 
 class CaseWatch:

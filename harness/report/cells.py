@@ -51,7 +51,7 @@ def case_numbers(c: CaseResult, bandwidth: Optional[float]) -> dict[str, Any]:
         "competition_us": c.competition.mean * 1e6 if c.competition else None,
         "host_overhead_us": (c.isolated.median * 1e6 - d["median"]) if c.isolated and d.get("median") is not None
         else None,
-        "energy_mj": c.energy_j * 1e3 if c.energy_j is not None else None,  # --energy: per call, the calls alone
+        "energy_mj": c.energy_j * 1e3 if c.energy_j is not None else None,  # --energy: per call, from a burst of calls back to back
         "energy_err_mj": c.energy_err_j * 1e3 if c.energy_err_j is not None else None,
         "energy_note": c.energy_note or None,
         "sm_mhz_min": (c.clocks.get("sm_mhz") or [None] * 3)[1],  # the clock watch (harness/parent/gpuwatch.py)

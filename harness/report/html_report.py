@@ -145,7 +145,7 @@ def _leaderboard(rows: list[dict], labels: list[str], bandwidth: Optional[float]
                 continue
             ci = f' <span class=ci>±{c["ci95_rel"] * 100:.1f}%</span>' if c["ci95_rel"] is not None else ""
             warn = f' <span class=w title="{esc(c["warnings"])}">⚠</span>' if c["warnings"] else ""
-            energy = (f' <span class=ci title="energy per call, the calls alone (--energy)">{c["energy_mj"]:,.3f} mJ'
+            energy = (f' <span class=ci title="energy per call, from a burst of calls back to back (--energy, a diagnostic)">{c["energy_mj"]:,.3f} mJ'
                       f'</span>' if c["energy_mj"] is not None else "")
             tds.append(f'<td data-v="{c["median_us"]}">{_num(c["median_us"])}{ci}{warn}{energy}</td>')
         tds.append(f"<td>{_badges(r)}</td>")

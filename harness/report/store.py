@@ -105,7 +105,7 @@ ADDED_COLUMNS = [
     ("cases", "fence_us", "REAL"),  # fenced runs: the fence's own cost, subtracted from a reading
     ("cases", "competition_us", "REAL"),  # --diagnostics: the competition's timing (mean µs, the worker's)
     ("cases", "isolated_us", "REAL"),  # --diagnostics: isolated calls' wall time (median µs, the worker's)
-    ("cases", "energy_mj", "REAL"),  # --energy: mJ per call, the calls alone, and its ± bound
+    ("cases", "energy_mj", "REAL"),  # --energy: mJ per call (a burst of calls back to back), and its ± bound
     ("cases", "energy_err_mj", "REAL"),
     ("cases", "energy_note", "TEXT"),  # why a case has no energy figure
 ]
