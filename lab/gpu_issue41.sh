@@ -6,7 +6,7 @@
 # .whl): a device call allows 10 minutes, so in parts on one warm machine: PART=1 runs the leaderboards
 # of SEEDS (five: ~6 min on an H200, ~9.5 min on an H100, so there give SEEDS="4101 4102 4103", then
 # SEEDS="4104 4105"), then PART=2 the --compare pairs of every seed run so far, the replay of the first
-# seed's bundle, the 10% copy, the energy run (not with NO_ENERGY=1) and the table (~3-4 min). Files gather in /tmp/i41 (kept
+# seed's bundle, the 10% copy and the table (~3 min), then lab/gpu_energy.sh (~4-5 min). Files gather in /tmp/i41 (kept
 # on a warm machine between calls) and are packed into $OUT after each part (i41_seeds.tgz, i41.tgz).
 source lab/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
@@ -54,12 +54,11 @@ a=$(python3 -c "import json; print(json.load(open('$W/plus10_a.json'))['run']['r
 b=$(python3 -c "import json; print(json.load(open('$W/plus10_b.json'))['run']['run'])" 2>/dev/null)
 python3 eval.py --db $DB --mode history --compare $a $b > "$W/plus10_compare.txt" 2>&1
 grep -h "triton_fp8_plus" /tmp/l41/triton_fp8*.log 2>/dev/null | sort | uniq | head -20 > "$W/calibration.txt"
-if [ -z "${NO_ENERGY:-}" ]; then
-timeout -k 10 150 $LB --mode benchmark --energy --budget 1.5 --submission submissions/triton_bf16.py \
-  --submission submissions/triton_fp8.py --json "$W/energy.json" > "$W/energy.txt" 2>&1
-stamp "energy" $?
-fi
 echo "--- calibration of the slowed copies (worker logs)"; cut -c1-200 "$W/calibration.txt"
-[ -z "${NO_ENERGY:-}" ] && { echo "--- energy run"; grep -h "energy\|clock" "$W/energy.txt" | grep -v "│" | head -5; }
+tar czf "$OUT/i41.tgz" -C /tmp i41 l41 2>/dev/null
+python3 lab/issue41_table.py "$W" triton_fp8.py triton_fp8_plus3.py
+echo "--- energy (lab/gpu_energy.sh)"
+bash lab/gpu_energy.sh
+exit 0
 tar czf "$OUT/i41.tgz" -C /tmp i41 l41 2>/dev/null
 python3 lab/issue41_table.py "$W" triton_fp8.py triton_fp8_plus3.py
