@@ -59,6 +59,3 @@ tar czf "$OUT/i41.tgz" -C /tmp i41 l41 2>/dev/null
 python3 lab/issue41_table.py "$W" triton_fp8.py triton_fp8_plus3.py
 echo "--- energy (lab/gpu_energy.sh)"
 bash lab/gpu_energy.sh
-exit 0
-tar czf "$OUT/i41.tgz" -C /tmp i41 l41 2>/dev/null
-python3 lab/issue41_table.py "$W" triton_fp8.py triton_fp8_plus3.py
