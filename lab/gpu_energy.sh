@@ -1,20 +1,20 @@
 # Issue 41's joules per call on one GPU: --energy (a burst of each case's calls back to back after its
 # timed calls, the energy counter read around it: harness/parent/energy.py) for the three bundled Triton
-# files, twice (two seeds: does a case's figure repeat?), then a table per case of mJ per call, its ±
-# bound and note, and the calls' mean wall time in the burst. Usage (device machine, wheels in .whl incl.
-# nvidia-ml-py, carry .whl): bash lab/gpu_energy.sh (~3 min on an H100).
+# files (one seed; ENERGY_SEEDS="a b" runs each and shows them side by side: does a case's figure
+# repeat?), then a table per case of mJ per call, its ± bound, the ranked median and the note. Usage
+# (device machine, wheels in .whl incl. nvidia-ml-py, carry .whl): bash lab/gpu_energy.sh (~2.5 min a seed).
 source lab/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
 W=/tmp/energy; mkdir -p $W
 start=$(date +%s)
-for seed in 4201 4202; do
+for seed in ${ENERGY_SEEDS:-4201}; do
   timeout -k 10 200 python3 eval.py --sandbox require --no-progress --db $W/energy.db --logs $W/logs --mode benchmark \
     --energy --budget 0.3 --seed $seed --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
     --submission submissions/triton_mxfp4.py --json $W/energy_$seed.json > $W/energy_$seed.txt 2>&1
   echo "seed $seed: exit $? at $(( $(date +%s) - start )) s"; grep -h "clocks\|energy" $W/energy_$seed.txt | grep -v "│" | head -4
 done
 tar czf "$OUT/energy.tgz" -C /tmp energy 2>/dev/null
-python3 - $W/energy_4201.json $W/energy_4202.json <<'PY'
+python3 - $W/energy_*.json <<'PY'
 import json, sys
 nan = float("nan")
 runs = [[r for r in json.load(open(p))["rows"] if r["kind"] == "benchmark"] for p in sys.argv[1:]]
