@@ -236,13 +236,13 @@ def _benchmark_case(inputs: CaseInputs, variant: str, progress: Progress) -> Cas
         issue, calls.kernel = _method_calls(inputs, "events", calls.next_seed, deadline)
     if ctx.diagnostics and not issue:
         issue, diagnostics = _diagnostics(inputs, calls.next_seed, deadline)
-    device = summarize(calls.device)
+    device = summarize(calls.device) if not issue else None
     energy: dict[str, Any] = {}
-    if ctx.energy and watch is not None and watch.energy() is not None and not issue:
+    if device and ctx.energy and watch is not None and watch.energy() is not None:
         # (the CPU's ranked number is the parent's round trip, refill and messages included: no floor)
         issue, energy = inputs.clock.timed("energy", _energy, inputs, watch,
                                            device.median if ctx.device.is_gpu else None, deadline)
-    if issue:
+    if issue or not device:
         return case_result(case, False, issue, clocks=clocks, warnings=clock_warnings)
     return case_result(case, True, calls.matched, device=with_calibration(device, inputs), host=summarize(calls.host),
                        samples=tuple(calls.device), caught_up=tuple(calls.caught_up),
