@@ -5,7 +5,6 @@ Skipped, with one line, where Playwright or Chromium is missing (.ci/run install
 
 import math
 import shutil
-import time
 import types
 from pathlib import Path
 
@@ -130,11 +129,12 @@ def test_a_large_history_makes_a_small_quick_page(tmp_path, browser):
     page_path = tmp_path / "page.html"
     assert cli(tmp_path, "--mode", "history", "--html", str(page_path)) == 0
     assert page_path.stat().st_size < 1_000_000
-    start = time.perf_counter()
     page, fetched = open_page(browser, page_path)
     page.wait_for_load_state("load")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, f"the page took {elapsed:.2f} s to load"
+    # the browser's own clock, from the navigation's start to the end of the load event (not the test's
+    # tab and routing set-up around it)
+    elapsed = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd") / 1e3
+    assert 0 < elapsed < 1.0, f"the page took {elapsed:.2f} s to load"
     assert page.locator("#board tbody tr").count() == 8 and fetched == []
     assert [page.locator("#board tbody tr").nth(i).locator("td").first.inner_text() for i in range(8)] == [
         str(i) for i in range(1, 9)]  # verified: ranked 1..8
