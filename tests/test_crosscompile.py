@@ -167,6 +167,7 @@ def mi355x(tmp_path_factory):
     return code, printed.getvalue(), rows
 
 
+@pytest.mark.slow  # (compiles kernels for a GPU target on the CPU: seconds each)
 def test_mi355x_report_compiles_and_names_the_variant_gfx950_runs(mi355x):
     """The MI355X report of triton_mxfp4.py is the kernel an MI355X would run: planned as on that GPU,
     the file picks its gfx950 variant (q.K^T by tl.dot_scaled on the packed keys: QK_SCALED, the
@@ -364,6 +365,7 @@ def custom_kernel(data):
 '''
 
 
+@pytest.mark.slow  # (compiles kernels for a GPU target on the CPU: seconds each)
 def test_launches_that_cannot_be_planned_as_on_the_gpu_come_from_the_cpu_and_say_why(tmp_path):
     """A file that reads tensor values on the host cannot be planned without them; a target with no
     GPU in TARGET_DEVICES has none to plan on: both get the launches of Triton's interpreter on the
@@ -381,6 +383,7 @@ def test_launches_that_cannot_be_planned_as_on_the_gpu_come_from_the_cpu_and_say
         device="gfx90a", why=f"no GPU known for gfx90a (TARGET_DEVICES: {', '.join(TARGET_DEVICES)})")
 
 
+@pytest.mark.slow  # (compiles kernels for a GPU target on the CPU: seconds each)
 def test_a_submission_without_triton_kernels_gives_no_rows():
     assert cross_compile_report(ROOT / "submissions" / "torch_loop.py", ["gfx950"], TASK, cases=1) == []
 
@@ -630,6 +633,7 @@ def test_a_failed_capture_reaches_the_terminal_without_control_characters(tmp_pa
     assert "\x1b" not in out + err and "\x07" not in out + err
 
 
+@pytest.mark.slow  # (compiles kernels for a GPU target on the CPU: seconds each)
 def test_a_report_over_its_limit_fails_the_file(monkeypatch):
     import harness.compile.run as run
 
