@@ -195,7 +195,6 @@ class CallTimer:
         return out, {"device_s": seconds, "host_s": 0.0, "tail_s": 0.0, "caught_up": False,
                      "replaced": list(self.replaced())}
 
-
     def _burst(self, fn: Callable[[Any], Any], data: Any, seconds: float) -> tuple[Any, dict[str, Any]]:
         if self.gpu:
             self._sync()
