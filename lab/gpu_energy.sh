@@ -1,16 +1,17 @@
 # Issue 41's joules per call on one GPU: --energy (a burst of each case's calls back to back after its
 # timed calls, the energy counter read around it: harness/parent/energy.py) for the three bundled Triton
-# files (one seed; ENERGY_SEEDS="a b" runs each and shows them side by side: does a case's figure
+# files and tests/zoo_gpu/idles_through_burst.py, which must get no figure (one seed; ENERGY_SEEDS="a b" runs each and shows them side by side: does a case's figure
 # repeat?), then a table per case of mJ per call, its ± bound, the ranked median and the note. Usage
 # (device machine, wheels in .whl incl. nvidia-ml-py, carry .whl): bash lab/gpu_energy.sh (~2.5 min a seed).
 source lab/h200_setup.sh
 python3 -c "import pynvml; pynvml.nvmlInit(); print('NVML', pynvml.nvmlSystemGetDriverVersion())" || echo "no NVML"
 W=/tmp/energy; mkdir -p $W
+python3 lab/standalone.py /tmp/se tests/zoo_gpu/idles_through_burst.py > /dev/null  # (must get no figure)
 start=$(date +%s)
 for seed in ${ENERGY_SEEDS:-4201}; do
   timeout -k 10 200 python3 eval.py --sandbox require --no-progress --db $W/energy.db --logs $W/logs --mode benchmark \
     --energy --budget 0.3 --seed $seed --submission submissions/triton_bf16.py --submission submissions/triton_fp8.py \
-    --submission submissions/triton_mxfp4.py --json $W/energy_$seed.json > $W/energy_$seed.txt 2>&1
+    --submission submissions/triton_mxfp4.py --submission /tmp/se/idles_through_burst.py --json $W/energy_$seed.json > $W/energy_$seed.txt 2>&1
   echo "seed $seed: exit $? at $(( $(date +%s) - start )) s"; grep -h "clocks\|energy" $W/energy_$seed.txt | grep -v "│" | head -4
 done
 tar czf "$OUT/energy.tgz" -C /tmp energy 2>/dev/null
